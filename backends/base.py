@@ -1,0 +1,79 @@
+"""The contract between the engine and its backends.
+
+The session builds one Step per op at resize and asks each configured backend, in order, whether
+it supports the step; the first that does creates an Execution for it. Executions prepare
+everything at resize; run() (CPU) or encode() (GPU) must not compile or allocate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..engine.ops.base import OpDef, TensorSpec
+
+
+@dataclass
+class Step:
+    """One op as the session runs it: resolved attributes and concrete input/output specs."""
+
+    node: Any  # engine.graph.Node (a synthetic one for Raster steps)
+    op: OpDef
+    attrs: dict[str, Any]
+    inputs: list[str]
+    outputs: list[str]
+    input_specs: list[TensorSpec | None]
+    output_specs: list[TensorSpec]
+    input_values: list[np.ndarray | None] = field(default_factory=list)  # known at resize
+    plan: Any = None  # engine.geometry.RasterPlan for Raster steps
+    backend: str = ""
+    flops: int = 0
+
+    @property
+    def label(self) -> str:
+        return f'{self.op.op_type} "{self.node.name}"'
+
+
+class Execution:
+    """One step bound to a backend."""
+
+    def __init__(self, backend: "Backend", step: Step):
+        self.backend = backend
+        self.step = step
+        self.attrs = step.attrs
+
+    def prepare(self) -> None:
+        """Build everything the step needs for its shapes (weights repacked, pipelines, ...)."""
+
+    def run(self, inputs: list[np.ndarray | None], outputs: list[np.ndarray]) -> None:
+        """CPU backends: compute outputs (preallocated arrays) from inputs."""
+        raise NotImplementedError
+
+    def encode(self, recorder) -> None:
+        """GPU backends: record the step's dispatches."""
+        raise NotImplementedError
+
+
+class Backend:
+    name: ClassVar[str] = ""
+    # Byte alignment of tensors placed in this backend's memory arena.
+    alignment: ClassVar[int] = 64
+
+    def __init__(self, config=None):
+        self.config = config
+
+    def unsupported_reason(self, step: Step) -> str | None:
+        """None when the backend can run this step, else a short reason for the report."""
+        raise NotImplementedError
+
+    def create_execution(self, step: Step) -> Execution:
+        raise NotImplementedError
+
+
+BACKENDS: dict[str, type[Backend]] = {}
+
+
+def register_backend(cls: type[Backend]) -> type[Backend]:
+    BACKENDS[cls.name] = cls
+    return cls

@@ -1,0 +1,1 @@
+"""The numpy backend: every op, vectorised; wgnn's reference and CPU fallback."""

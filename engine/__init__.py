@@ -1,0 +1,1 @@
+"""wgnn's engine: graph IR, op definitions, shape inference, geometry, scheduling, memory, sessions."""

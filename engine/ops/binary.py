@@ -1,0 +1,38 @@
+"""Binary family: "Binary" with a kind (ONNX Add, Mul, Pow, Less, And, PRelu ...), numpy broadcasting,
+and "Where" (select)."""
+from __future__ import annotations
+
+from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, register_op
+
+ARITHMETIC_KINDS = ("add", "sub", "mul", "div", "pow", "max", "min", "prelu", "mod", "fmod")
+COMPARE_KINDS = ("equal", "less", "greater", "greater_equal", "less_equal")
+LOGIC_KINDS = ("and", "or", "xor")
+
+
+@register_op
+class Binary(OpDef):
+    op_type = "Binary"
+    family = "binary"
+    kinds = ARITHMETIC_KINDS + COMPARE_KINDS + LOGIC_KINDS
+    attrs = {"kind": Attr("string")}
+
+    def infer(self, ctx: InferContext) -> list[TensorSpec]:
+        kind = ctx.attrs["kind"]
+        if kind not in LOGIC_KINDS and kind != "pow" and ctx.dtype(0) != ctx.dtype(1):
+            raise ctx.fail(f"{kind} needs equal input types, got {ctx.dtype(0)} and {ctx.dtype(1)}")
+        shape = broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1))
+        dtype = "bool" if kind in COMPARE_KINDS + LOGIC_KINDS else ctx.dtype(0)
+        return [TensorSpec(shape, dtype)]
+
+
+@register_op
+class Where(OpDef):
+    op_type = "Where"
+    family = "binary"
+
+    def infer(self, ctx: InferContext) -> list[TensorSpec]:
+        if ctx.dtype(0) != "bool":
+            raise ctx.fail(f"condition must be bool, got {ctx.dtype(0)}")
+        if ctx.dtype(1) != ctx.dtype(2):
+            raise ctx.fail(f"branches differ in type: {ctx.dtype(1)} and {ctx.dtype(2)}")
+        return [TensorSpec(broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1), ctx.shape(2)), ctx.dtype(1))]

@@ -1,0 +1,232 @@
+"""Session: resize() runs the MNN stages (shapes -> geometry -> schedule -> memory -> prepare) once
+per input shape; run() only moves data and executes prepared steps."""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backends.base import BACKENDS, Backend, Execution, Step
+from .errors import InputError, UnsupportedOpError, WgnnError
+from .geometry import finalize
+from .graph import Node
+from .memory import Lifetime, MemoryPlan, plan_memory
+from .ops.base import InferContext, OPS, TensorSpec
+from .shapes import ShapeResult, bind_input_shapes, infer_shapes
+
+log = logging.getLogger("wgnn")
+
+
+@dataclass
+class Segment:
+    backend: Backend
+    steps: list[tuple[Step, Execution]]
+
+
+class Session:
+    """A model bound to backends and input shapes. Create it with Interpreter.create_session()."""
+
+    def __init__(self, interpreter, config):
+        from ..backends import load_backends
+
+        load_backends()
+        self.interpreter = interpreter
+        self.graph = interpreter.graph
+        self.config = config
+        unknown = [p for p in config.providers if p not in BACKENDS]
+        if unknown:
+            raise WgnnError(f"unknown provider(s) {unknown}; available: {sorted(BACKENDS)}")
+        self.backends = [BACKENDS[p](config) for p in config.providers]
+        self.input_shapes: dict[str, tuple[int, ...]] | None = None
+        self.resize_count = 0
+
+    # ----------------------------------------------------------------- resize
+    def resize(self, shapes: dict[str, tuple[int, ...]] | None = None) -> None:
+        """Bind input shapes and plan everything for them. Shapes of inputs with fixed dims may
+        be omitted."""
+        from ..backends.numpy.kernel import evaluate
+
+        specs, self.symbols = bind_input_shapes(self.graph.inputs, dict(shapes or {}))
+        interp = self.interpreter
+        shapes_result = infer_shapes(
+            self.graph, interp.node_attrs, interp.node_ops, specs,
+            lambda inferred, values: evaluate(self._step_from(inferred), values))
+        self.shapes: ShapeResult = shapes_result
+        self.steps = self._lower_geometry(shapes_result)
+        self.segments, self.fallbacks = self._schedule(self.steps)
+        self.memory = self._plan_memory()
+        for segment in self.segments:
+            for _, execution in segment.steps:
+                execution.prepare()
+        self.input_shapes = {name: spec.shape for name, spec in specs.items()}
+        self.resize_count += 1
+
+    def _step_from(self, inferred, node: Node | None = None, plan=None) -> Step:
+        return Step(node or inferred.node, inferred.op, inferred.attrs, list(inferred.node.inputs),
+                    list(inferred.node.outputs), inferred.input_specs, inferred.output_specs,
+                    inferred.input_values, plan=plan, flops=inferred.flops)
+
+    def _lower_geometry(self, result: ShapeResult) -> list[Step]:
+        """Stage 2: data-movement ops become Raster steps (one per output)."""
+        steps: list[Step] = []
+        raster = OPS["Raster"]
+        for inferred in result.nodes:
+            if inferred.folded:
+                continue
+            node, op = inferred.node, inferred.op
+            plans = None
+            if op.is_geometry:
+                ctx = InferContext(node, inferred.attrs, inferred.input_specs, inferred.input_values)
+                plans = op.geometry(ctx, inferred.output_specs)
+            if plans is None:
+                steps.append(self._step_from(inferred))
+                continue
+            for out_name, spec, plan in zip(node.outputs, inferred.output_specs, plans):
+                if not out_name:
+                    continue
+                plan = finalize(plan)
+                used = {r.src for r in plan.regions}
+                inputs = [n if i in used else "" for i, n in enumerate(node.inputs)]
+                in_specs = [s if i in used else None for i, s in enumerate(inferred.input_specs)]
+                synthetic = Node("Raster", inputs, [out_name], {"source_op": op.op_type}, name=node.name)
+                steps.append(Step(synthetic, raster, {"source_op": op.op_type}, inputs, [out_name],
+                                  in_specs, [spec], plan=plan))
+        return steps
+
+    def _schedule(self, steps: list[Step]) -> tuple[list[Segment], list[dict]]:
+        """Stage 3: each step goes to the first backend that supports it; consecutive steps on
+        one backend form a segment."""
+        segments: list[Segment] = []
+        fallbacks: list[dict] = []
+        missing: Counter = Counter()
+        reported: set[str] = set()
+        for step in steps:
+            chosen, reasons = None, []
+            for backend in self.backends:
+                reason = backend.unsupported_reason(step)
+                if reason is None:
+                    chosen = backend
+                    break
+                reasons.append(f"{backend.name}: {reason}")
+            if chosen is None:
+                missing[step.op.op_type] += 1
+                continue
+            if chosen is not self.backends[0]:
+                fallbacks.append({"op": step.label, "backend": chosen.name, "reasons": reasons})
+                if step.op.op_type not in reported:
+                    reported.add(step.op.op_type)
+                    log.info("%s runs on %s (%s)", step.op.op_type, chosen.name, "; ".join(reasons))
+            step.backend = chosen.name
+            if not segments or segments[-1].backend is not chosen:
+                segments.append(Segment(chosen, []))
+            segments[-1].steps.append((step, chosen.create_execution(step)))
+        if missing:
+            listed = ", ".join(f"{op} ({n})" for op, n in sorted(missing.items()))
+            raise UnsupportedOpError(f"no provider of {list(self.config.providers)} runs: {listed}",
+                                     dict(missing))
+        return segments, fallbacks
+
+    def _plan_memory(self) -> dict[str, MemoryPlan]:
+        """Stage 4: lifetimes of intermediate tensors -> arena offsets, per backend."""
+        outputs = {t.name for t in self.graph.outputs}
+        index: dict[str, tuple[int, str]] = {}
+        last: dict[str, int] = {}
+        position = 0
+        for segment in self.segments:
+            for step, _ in segment.steps:
+                for name in step.inputs:
+                    if name in index:
+                        last[name] = position
+                for name, spec in zip(step.outputs, step.output_specs):
+                    if name and name not in outputs:
+                        index[name] = (position, segment.backend.name)
+                        last[name] = position
+                position += 1
+        plans: dict[str, MemoryPlan] = {}
+        for backend in self.backends:
+            lifetimes = [Lifetime(name, self.shapes.specs[name].nbytes, first, last[name])
+                         for name, (first, owner) in index.items() if owner == backend.name]
+            plans[backend.name] = plan_memory(lifetimes, backend.alignment)
+        self._arena_views = self._numpy_arena(plans.get("numpy"))
+        return plans
+
+    def _numpy_arena(self, plan: MemoryPlan | None) -> dict[str, np.ndarray]:
+        if plan is None:
+            return {}
+        arena = np.empty(plan.peak_bytes, np.uint8)
+        views = {}
+        for name, offset in plan.offsets.items():
+            spec = self.shapes.specs[name]
+            views[name] = np.ndarray(spec.shape, spec.dtype, buffer=arena, offset=offset)
+        return views
+
+    # -------------------------------------------------------------------- run
+    def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+        """Run the model. Arguments: feeds maps input names to arrays; output_names selects outputs
+        (default: all). Returns a dict name -> array. Resizes first when input shapes changed."""
+        feeds = self._check_feeds(feeds)
+        shapes = {name: tuple(value.shape) for name, value in feeds.items()}
+        if self.input_shapes != shapes:
+            if self.input_shapes is not None:
+                log.debug("input shapes changed to %s: resizing", shapes)
+            self.resize(shapes)
+        wanted = output_names or [t.name for t in self.graph.outputs]
+        known = {t.name for t in self.graph.outputs}
+        for name in wanted:
+            if name not in known:
+                raise InputError(f"unknown output name {name!r}; the model's outputs are {sorted(known)}")
+        values: dict[str, np.ndarray] = dict(self.shapes.values)
+        values.update(feeds)
+        for segment in self.segments:
+            for step, execution in segment.steps:
+                ins = [values[n] if n else None for n in step.inputs]
+                outs = [self._arena_views[n] if n in self._arena_views else np.empty(s.shape, s.dtype)
+                        for n, s in zip(step.outputs, step.output_specs)]
+                execution.run(ins, outs)
+                values.update((n, o) for n, o in zip(step.outputs, outs) if n)
+        return {name: np.array(values[name]) for name in wanted}
+
+    def _check_feeds(self, feeds: dict) -> dict[str, np.ndarray]:
+        if not isinstance(feeds, dict):
+            raise InputError(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
+        declared = {t.name: t for t in self.graph.inputs}
+        unknown = sorted(set(feeds) - set(declared))
+        if unknown:
+            raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(declared)}")
+        missing = [name for name in declared if name not in feeds]
+        if missing:
+            raise InputError(f"missing feed(s) for input(s) {missing}")
+        checked = {}
+        for name, value in feeds.items():
+            array = np.asarray(value, order="C")
+            want = declared[name].dtype
+            if want and array.dtype.name != want:
+                raise InputError(f'input "{name}": expected dtype {want}, got {array.dtype.name} '
+                                 f"(convert with .astype(np.{want}))")
+            checked[name] = array
+        return checked
+
+    # ----------------------------------------------------------------- report
+    def report(self) -> dict:
+        """What the last resize planned: ops per backend, fallbacks, memory, FLOPs."""
+        if self.input_shapes is None:
+            raise WgnnError("the session has not been resized yet: call resize() or run() first")
+        per_backend: Counter = Counter()
+        for segment in self.segments:
+            per_backend[segment.backend.name] += len(segment.steps)
+        return {
+            "input_shapes": {k: list(v) for k, v in self.input_shapes.items()},
+            "ops_per_backend": dict(per_backend),
+            "steps": sum(per_backend.values()),
+            "raster_steps": sum(1 for s in self.steps if s.op.op_type == "Raster"),
+            "folded_nodes": sum(1 for n in self.shapes.nodes if n.folded),
+            "segments": [(s.backend.name, len(s.steps)) for s in self.segments],
+            "fallbacks": self.fallbacks,
+            "conversions": 0,
+            "transfers": max(0, len(self.segments) - 1),
+            "memory": {name: {"planned_peak_bytes": plan.peak_bytes, "naive_bytes": plan.naive_bytes}
+                       for name, plan in self.memory.items()},
+            "flops": sum(n.flops for n in self.shapes.nodes if not n.folded),
+        }

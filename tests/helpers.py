@@ -1,0 +1,103 @@
+"""check_op: one ONNX node, run by the reference and by wgnn on every available backend.
+
+    check_op("Conv", [x, Const(w)], {"pads": [1, 1, 1, 1]})
+
+Inputs are arrays (graph inputs), Const(array) (initializers) or None (absent optional input).
+The model is converted by wgnn's converter, written to .wgnn bytes and read back (so every op's
+attributes also go through the file format), then run and compared with the reference:
+onnx.reference.ReferenceEvaluator by default, onnxruntime with reference="ort".
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import wgnn
+from wgnn.engine.dtypes import DTYPE_TO_ONNX
+from wgnn.models.format import model_to_bytes, read_model
+
+
+@dataclass
+class Const:
+    value: np.ndarray
+
+
+def test_backends() -> list[str]:
+    """Backends the op tests run on: WGNN_TEST_BACKENDS (comma separated) or every available one."""
+    chosen = os.environ.get("WGNN_TEST_BACKENDS")
+    if chosen:
+        return [b.strip() for b in chosen.split(",") if b.strip()]
+    return ["numpy"]
+
+
+def make_model(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: int = 1,
+               opset: int = 18, output_dtypes: list | None = None, domain: str = "") -> onnx.ModelProto:
+    names, graph_inputs, initializers = [], [], []
+    for i, item in enumerate(inputs):
+        if item is None:
+            names.append("")
+            continue
+        name = f"in{i}"
+        names.append(name)
+        if isinstance(item, Const):
+            initializers.append(numpy_helper.from_array(np.asarray(item.value), name))
+        else:
+            array = np.asarray(item)
+            graph_inputs.append(helper.make_tensor_value_info(name, DTYPE_TO_ONNX[array.dtype.name], array.shape))
+    out_names = [f"out{i}" for i in range(outputs)]
+    node = helper.make_node(op_type, names, out_names, domain=domain, **(attrs or {}))
+    graph_outputs = [helper.make_tensor_value_info(n, (output_dtypes or [TensorProto.UNDEFINED] * outputs)[i], None)
+                     for i, n in enumerate(out_names)]
+    graph = helper.make_graph([node], f"test_{op_type}", graph_inputs, graph_outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def reference_outputs(model: onnx.ModelProto, feeds: dict, reference: str = "onnx") -> list[np.ndarray]:
+    if reference == "ort":
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, feeds)
+    from onnx.reference import ReferenceEvaluator
+
+    return [np.asarray(x) for x in ReferenceEvaluator(model).run(None, feeds)]
+
+
+def run_wgnn(model: onnx.ModelProto, feeds: dict, backend: str = "numpy") -> list[np.ndarray]:
+    converted = wgnn.convert(model)
+    reloaded = read_model(model_to_bytes(converted))
+    session = wgnn.InferenceSession(reloaded, providers=[backend])
+    return session.run(None, feeds)
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float, what: str) -> None:
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != reference {expected.shape}"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != reference {expected.dtype}"
+    if expected.dtype.kind in "fc":
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def check_op(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: int = 1, opset: int = 18,
+             rtol: float = 1e-5, atol: float = 1e-6, reference: str = "onnx",
+             backends: list[str] | None = None) -> list[np.ndarray]:
+    """Run op_type on every backend and compare with the reference; returns wgnn's outputs."""
+    model = make_model(op_type, inputs, attrs, outputs=outputs, opset=opset)
+    feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs)
+             if x is not None and not isinstance(x, Const)}
+    expected = reference_outputs(model, feeds, reference)
+    results = None
+    for backend in backends or test_backends():
+        results = run_wgnn(model, feeds, backend)
+        assert len(results) == len(expected)
+        for i, (got, want) in enumerate(zip(results, expected)):
+            assert_close(got, want, rtol=rtol, atol=atol, what=f"{op_type} output {i} on {backend}")
+    return results

@@ -1,0 +1,1 @@
+"""wgnn's tools: the ONNX converter, the CLI, benchmarks and the demo."""

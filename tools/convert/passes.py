@@ -1,0 +1,51 @@
+"""Graph passes run after conversion. Each takes a Graph and rewrites it in place."""
+from __future__ import annotations
+
+import logging
+
+from ...engine.graph import Graph, Node
+
+log = logging.getLogger("wgnn.convert")
+
+
+def optimize_graph(graph: Graph) -> Graph:
+    """The conversion pipeline: clean up, fold what is known, fuse, then drop what is unused."""
+    from .fold import fold_constants
+
+    graph.toposort()
+    for fn in (remove_identities, fold_constants, eliminate_dead_code):
+        fn(graph)
+    return graph
+
+
+def rename_uses(graph: Graph, old: str, new: str) -> None:
+    """Point every reader of tensor old (nodes and graph outputs) at tensor new."""
+    for node in graph.nodes:
+        node.inputs = [new if name == old else name for name in node.inputs]
+
+
+def remove_identities(graph: Graph) -> None:
+    """Identity (and Dropout in inference) nodes disappear; readers read their input directly.
+    An identity whose output is a graph output stays, so output names are kept."""
+    outputs = {t.name for t in graph.outputs}
+    kept: list[Node] = []
+    for node in graph.nodes:
+        if node.op_type == "Unary" and node.attrs.get("kind") == "identity" and node.outputs[0] not in outputs:
+            rename_uses(graph, node.outputs[0], node.inputs[0])
+            continue
+        kept.append(node)
+    graph.nodes = kept
+
+
+def eliminate_dead_code(graph: Graph) -> None:
+    """Drop nodes whose outputs nobody reads, and unused initializers."""
+    needed = {t.name for t in graph.outputs}
+    kept: list[Node] = []
+    for node in reversed(graph.nodes):
+        if any(o in needed for o in node.outputs if o):
+            kept.append(node)
+            needed.update(n for n in node.inputs if n)
+    graph.nodes = list(reversed(kept))
+    for name in list(graph.initializers):
+        if name not in needed:
+            del graph.initializers[name]

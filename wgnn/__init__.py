@@ -1,0 +1,43 @@
+"""wgnn: GPU-first neural-network inference (WGSL kernels through wgpu, numpy reference backend).
+
+    import wgnn
+    session = wgnn.InferenceSession("model.onnx", providers=["wgpu", "numpy"])
+    outputs = session.run(None, {"input": x})
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .engine.api import InferenceSession, NodeArg
+from .engine.config import Config
+from .engine.errors import (AdapterError, ConversionError, FormatVersionError, InputError,
+                            ModelError, ShapeError, UnsupportedOpError, WgnnError)
+from .engine.graph import Graph, Model, Node, TensorInfo
+from .engine.interpreter import Interpreter, load_model
+from .engine.session import Session
+
+
+def save_model(model: Model, path) -> None:
+    """Write a wgnn Model to a .wgnn file."""
+    from .models.format import save_model as _save
+
+    _save(model, path)
+
+
+def convert(source, output=None, **options) -> Model:
+    """Convert an ONNX model (path, bytes or ModelProto) to a wgnn Model; write it when output
+    is given."""
+    from .tools.convert.onnx import convert_onnx
+
+    model = convert_onnx(source, **options)
+    if output is not None:
+        save_model(model, output)
+    return model
+
+
+__all__ = [
+    "AdapterError", "Config", "ConversionError", "FormatVersionError", "Graph", "InferenceSession",
+    "InputError", "Interpreter", "Model", "ModelError", "Node", "NodeArg", "Session", "ShapeError",
+    "TensorInfo", "UnsupportedOpError", "WgnnError", "__version__", "convert", "load_model",
+    "save_model",
+]
