@@ -63,6 +63,21 @@ class Backend:
     def __init__(self, config=None):
         self.config = config
 
+    def tensor_bytes(self, spec: TensorSpec) -> int:
+        """Bytes a tensor takes in this backend's memory."""
+        return spec.nbytes
+
+    def plan_memory(self, specs: dict[str, TensorSpec], pool, dedicated: list[str],
+                    constants: dict[str, np.ndarray]):
+        """Allocate for a resize: pool (engine.memory.MemoryPlan) places the intermediate
+        tensors; dedicated tensors cross between backends (or are graph outputs); constants are
+        read by this backend's steps. Returns the MemoryPlan, completed."""
+        return pool
+
+    def execute(self, segment, values: dict[str, np.ndarray]) -> None:
+        """Run a segment: read its imports from values, put its exports into values."""
+        raise NotImplementedError
+
     def unsupported_reason(self, step: Step) -> str | None:
         """None when the backend can run this step, else a short reason for the report."""
         raise NotImplementedError

@@ -18,6 +18,7 @@ class MemoryPlan:
     offsets: dict[str, int] = field(default_factory=dict)
     peak_bytes: int = 0
     naive_bytes: int = 0  # every tensor in its own allocation
+    dedicated_bytes: int = 0  # storage outside the pool: transfers, graph outputs, constants
 
     @property
     def saving(self) -> float:

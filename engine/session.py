@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,8 +21,12 @@ log = logging.getLogger("wgnn")
 
 @dataclass
 class Segment:
+    """Consecutive steps on one backend; imports arrive before it runs, exports leave after."""
+
     backend: Backend
     steps: list[tuple[Step, Execution]]
+    imports: list[str] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)
 
 
 class Session:
@@ -128,39 +132,61 @@ class Session:
                                      dict(missing))
         return segments, fallbacks
 
-    def _plan_memory(self) -> dict[str, MemoryPlan]:
-        """Stage 4: lifetimes of intermediate tensors -> arena offsets, per backend."""
+    def _plan_transfers(self) -> None:
+        """Which tensors each segment imports from another backend (or the feeds) and exports
+        (graph outputs, tensors read on another backend)."""
         outputs = {t.name for t in self.graph.outputs}
-        index: dict[str, tuple[int, str]] = {}
-        last: dict[str, int] = {}
-        position = 0
+        produced_on: dict[str, str] = {}
+        read_on: dict[str, set[str]] = {}
         for segment in self.segments:
             for step, _ in segment.steps:
                 for name in step.inputs:
-                    if name in index:
+                    if name:
+                        read_on.setdefault(name, set()).add(segment.backend.name)
+                for name in step.outputs:
+                    if name:
+                        produced_on[name] = segment.backend.name
+        for segment in self.segments:
+            here = segment.backend.name
+            segment.imports, segment.exports = [], []
+            for step, _ in segment.steps:
+                for name in step.inputs:
+                    if (name and name not in self.shapes.values and produced_on.get(name) != here
+                            and name not in segment.imports):
+                        segment.imports.append(name)
+                for name in step.outputs:
+                    if name and (name in outputs or read_on.get(name, set()) - {here}):
+                        segment.exports.append(name)
+
+    def _plan_memory(self) -> dict[str, MemoryPlan]:
+        """Stage 4: lifetimes of each backend's intermediate tensors -> pooled memory; exported and
+        imported tensors get their own storage, constants are made resident where they are read."""
+        self._plan_transfers()
+        first: dict[str, tuple[int, Backend]] = {}
+        last: dict[str, int] = {}
+        position = 0
+        for segment in self.segments:
+            exported = set(segment.exports)
+            for step, _ in segment.steps:
+                for name in step.inputs:
+                    if name in first:
                         last[name] = position
-                for name, spec in zip(step.outputs, step.output_specs):
-                    if name and name not in outputs:
-                        index[name] = (position, segment.backend.name)
+                for name in step.outputs:
+                    if name and name not in exported:
+                        first[name] = (position, segment.backend)
                         last[name] = position
                 position += 1
         plans: dict[str, MemoryPlan] = {}
         for backend in self.backends:
-            lifetimes = [Lifetime(name, self.shapes.specs[name].nbytes, first, last[name])
-                         for name, (first, owner) in index.items() if owner == backend.name]
-            plans[backend.name] = plan_memory(lifetimes, backend.alignment)
-        self._arena_views = self._numpy_arena(plans.get("numpy"))
+            lifetimes = [Lifetime(name, backend.tensor_bytes(self.shapes.specs[name]), start, last[name])
+                         for name, (start, owner) in first.items() if owner is backend]
+            segments = [s for s in self.segments if s.backend is backend]
+            dedicated = list(dict.fromkeys(n for s in segments for n in s.imports + s.exports))
+            constants = {n: self.shapes.values[n] for s in segments for step, _ in s.steps
+                         for n in step.inputs if n in self.shapes.values}
+            plans[backend.name] = backend.plan_memory(self.shapes.specs, plan_memory(lifetimes, backend.alignment),
+                                                      dedicated, constants)
         return plans
-
-    def _numpy_arena(self, plan: MemoryPlan | None) -> dict[str, np.ndarray]:
-        if plan is None:
-            return {}
-        arena = np.empty(plan.peak_bytes, np.uint8)
-        views = {}
-        for name, offset in plan.offsets.items():
-            spec = self.shapes.specs[name]
-            views[name] = np.ndarray(spec.shape, spec.dtype, buffer=arena, offset=offset)
-        return views
 
     # -------------------------------------------------------------------- run
     def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
@@ -180,12 +206,7 @@ class Session:
         values: dict[str, np.ndarray] = dict(self.shapes.values)
         values.update(feeds)
         for segment in self.segments:
-            for step, execution in segment.steps:
-                ins = [values[n] if n else None for n in step.inputs]
-                outs = [self._arena_views[n] if n in self._arena_views else np.empty(s.shape, s.dtype)
-                        for n, s in zip(step.outputs, step.output_specs)]
-                execution.run(ins, outs)
-                values.update((n, o) for n, o in zip(step.outputs, outs) if n)
+            segment.backend.execute(segment, values)
         return {name: np.array(values[name]) for name in wanted}
 
     def _check_feeds(self, feeds: dict) -> dict[str, np.ndarray]:
@@ -224,9 +245,11 @@ class Session:
             "folded_nodes": sum(1 for n in self.shapes.nodes if n.folded),
             "segments": [(s.backend.name, len(s.steps)) for s in self.segments],
             "fallbacks": self.fallbacks,
-            "conversions": 0,
-            "transfers": max(0, len(self.segments) - 1),
-            "memory": {name: {"planned_peak_bytes": plan.peak_bytes, "naive_bytes": plan.naive_bytes}
+            "conversions": sum(1 for s in self.steps if s.op.op_type == "Convert"),
+            "transfers": {"uploads": sum(len(s.imports) for s in self.segments if s.backend.name != "numpy"),
+                          "downloads": sum(len(s.exports) for s in self.segments if s.backend.name != "numpy")},
+            "memory": {name: {"planned_peak_bytes": plan.peak_bytes, "naive_bytes": plan.naive_bytes,
+                              "dedicated_bytes": plan.dedicated_bytes}
                        for name, plan in self.memory.items()},
             "flops": sum(n.flops for n in self.shapes.nodes if not n.folded),
         }

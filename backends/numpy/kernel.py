@@ -59,6 +59,21 @@ class NumpyBackend(Backend):
     def create_execution(self, step: Step) -> Execution:
         return NumpyExecution(self, step, KERNELS[step.op.op_type])
 
+    def plan_memory(self, specs, pool, dedicated, constants):
+        """One arena of the planned size; each pooled tensor is a view at its offset."""
+        self.arena = np.empty(pool.peak_bytes, np.uint8)
+        self.views = {name: np.ndarray(specs[name].shape, specs[name].dtype, buffer=self.arena, offset=offset)
+                      for name, offset in pool.offsets.items()}
+        return pool
+
+    def execute(self, segment, values) -> None:
+        for step, execution in segment.steps:
+            inputs = [values[n] if n else None for n in step.inputs]
+            outputs = [self.views[n] if n in self.views else np.empty(s.shape, s.dtype)
+                       for n, s in zip(step.outputs, step.output_specs)]
+            execution.run(inputs, outputs)
+            values.update((n, o) for n, o in zip(step.outputs, outputs) if n)
+
 
 def evaluate(step: Step, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
     """Run one step now on the CPU (constant folding, resize-time shape computations).

@@ -1,0 +1,162 @@
+"""Adapters and devices: list what wgpu sees, pick one, open a device with its full limits.
+
+Devices are shared: every session on the same adapter uses one device (created on first use).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+
+from ...engine.errors import AdapterError
+
+log = logging.getLogger("wgnn.wgpu")
+
+KEY_LIMITS = (
+    "max-buffer-size", "max-storage-buffer-binding-size", "max-storage-buffers-per-shader-stage",
+    "max-texture-dimension-2d", "max-texture-dimension-3d", "max-texture-array-layers",
+    "max-compute-workgroups-per-dimension", "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-storage-size", "min-storage-buffer-offset-alignment",
+    "min-uniform-buffer-offset-alignment",
+)
+OPTIONAL_FEATURES = ("shader-f16", "timestamp-query", "subgroup")
+# Preference when nothing is named: real GPUs first, then software ones; native APIs before GL.
+TYPE_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3, "Unknown": 4}
+BACKEND_RANK = {"Vulkan": 0, "Metal": 0, "D3D12": 0, "OpenGL": 2}
+
+
+@dataclass
+class AdapterInfo:
+    index: int
+    name: str
+    backend: str
+    adapter_type: str
+    driver: str
+    vendor: str
+    features: list[str] = field(default_factory=list)
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+_lock = threading.Lock()
+_adapters: list | None = None
+_contexts: dict[int, "GpuContext"] = {}
+
+
+def _wgpu():
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # silences Mesa's warning on headless machines
+    try:
+        import wgpu
+    except Exception as exc:  # missing wheel or native library
+        raise AdapterError(f"wgpu is not usable here: {exc}") from None
+    return wgpu
+
+
+def _raw_adapters() -> list:
+    global _adapters
+    with _lock:
+        if _adapters is None:
+            wgpu = _wgpu()
+            try:
+                _adapters = list(wgpu.gpu.enumerate_adapters_sync())
+            except Exception as exc:
+                raise AdapterError(f"wgpu could not enumerate adapters: {exc}") from None
+        return _adapters
+
+
+def adapters() -> list[AdapterInfo]:
+    """Every adapter wgpu sees, with backend type, driver, key features and limits."""
+    result = []
+    for index, adapter in enumerate(_raw_adapters()):
+        info = adapter.info
+        result.append(AdapterInfo(
+            index=index,
+            name=info.get("device", "") or adapter.summary,
+            backend=info.get("backend_type", ""),
+            adapter_type=info.get("adapter_type", ""),
+            driver=(info.get("description", "") or info.get("driver", "")),
+            vendor=str(info.get("vendor", "")),
+            features=sorted(f for f in adapter.features if f in OPTIONAL_FEATURES),
+            limits={k: int(adapter.limits[k]) for k in KEY_LIMITS if k in adapter.limits},
+        ))
+    return result
+
+
+def select_adapter(choice: str | int | None = None) -> int:
+    """Index of the adapter named by choice: an index, "vulkan"/"metal"/"d3d12"/"gl", a power
+    preference ("high-performance", "low-power"), or a substring of the name. None reads the
+    WGNN_ADAPTER environment variable, else picks the best adapter."""
+    infos = adapters()
+    if not infos:
+        raise AdapterError("no GPU adapter found (on Linux install mesa-vulkan-drivers for lavapipe)")
+    if choice is None:
+        choice = os.environ.get("WGNN_ADAPTER") or None
+    listing = "; ".join(f"{a.index}: {a.name} ({a.backend})" for a in infos)
+    if choice is None or choice == "high-performance":
+        return min(infos, key=lambda a: (TYPE_RANK.get(a.adapter_type, 9), BACKEND_RANK.get(a.backend, 1), a.index)).index
+    if choice == "low-power":
+        low = {"IntegratedGPU": 0, "DiscreteGPU": 1}
+        return min(infos, key=lambda a: (low.get(a.adapter_type, 2), BACKEND_RANK.get(a.backend, 1), a.index)).index
+    if isinstance(choice, int) or (isinstance(choice, str) and choice.isdigit()):
+        index = int(choice)
+        if not 0 <= index < len(infos):
+            raise AdapterError(f"adapter index {index} out of range; adapters: {listing}")
+        return index
+    text = str(choice).lower()
+    aliases = {"gl": "opengl", "opengl": "opengl", "vulkan": "vulkan", "metal": "metal", "d3d12": "d3d12"}
+    if text in aliases:
+        matches = [a for a in infos if a.backend.lower() == aliases[text]]
+    else:
+        matches = [a for a in infos if text in a.name.lower()]
+    if not matches:
+        raise AdapterError(f"no adapter matches {choice!r}; adapters: {listing}")
+    return matches[0].index
+
+
+class GpuContext:
+    """One adapter's device and queue, shared by every session on that adapter."""
+
+    def __init__(self, index: int):
+        wgpu = _wgpu()
+        self.wgpu = wgpu
+        self.index = index
+        self.adapter = _raw_adapters()[index]
+        self.info = adapters()[index]
+        features = [f for f in OPTIONAL_FEATURES if f in self.adapter.features]
+        limits = {k: self.adapter.limits[k] for k in KEY_LIMITS if k in self.adapter.limits}
+        try:
+            self.device = self.adapter.request_device_sync(required_features=features, required_limits=limits)
+        except Exception as exc:
+            raise AdapterError(f"could not open a device on {self.info.name} ({self.info.backend}): {exc}") from None
+        self.features = set(features)
+        self.limits = {k: int(v) for k, v in self.device.limits.items()}
+        self.queue = self.device.queue
+        self.pipelines: dict = {}  # loader.PipelineCache storage, shared by sessions
+        self.lock = threading.RLock()  # one submission at a time per device
+
+    @property
+    def name(self) -> str:
+        return f"{self.info.name} ({self.info.backend})"
+
+
+def get_context(choice: str | int | None = None) -> GpuContext:
+    index = select_adapter(choice)
+    with _lock:
+        context = _contexts.get(index)
+    if context is None:
+        context = GpuContext(index)
+        with _lock:
+            context = _contexts.setdefault(index, context)
+    return context
+
+
+def gpu_available() -> str | None:
+    """None when a GPU adapter can be used, else the reason it cannot."""
+    try:
+        adapters_found = adapters()
+    except AdapterError as exc:
+        return str(exc)
+    return None if adapters_found else "no GPU adapter found"

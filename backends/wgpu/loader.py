@@ -1,0 +1,98 @@
+"""Kernel loader: .wgsl sources from kernels_wgsl/, a shared prelude, text parameters ({{NAME}}),
+WGSL override constants, explicit bind group layouts, and a pipeline cache per device.
+
+The prelude is appended after the kernel (WGSL declarations are order-independent), so line
+numbers in compiler messages are the kernel file's own.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from ...engine.errors import WgnnError
+
+PARAM_PATTERN = re.compile(r"\{\{(\w+)\}\}")
+# Binding kinds of a kernel, in binding order: tensors are read_write storage (one arena buffer
+# may back several bindings of one dispatch), parameters are a uniform block.
+STORAGE, UNIFORM = "storage", "uniform"
+
+
+class KernelCompileError(WgnnError):
+    """A WGSL kernel failed to compile; the message names the file and shows the compiler's."""
+
+
+@lru_cache(maxsize=None)
+def kernel_source(path: str) -> str:
+    """Source of kernels_wgsl/<path>, e.g. "elementwise/unary.wgsl"."""
+    try:
+        return resources.files("wgnn.kernels_wgsl").joinpath(path).read_text()
+    except FileNotFoundError:
+        raise WgnnError(f"kernel file kernels_wgsl/{path} not found (is the package installed with its .wgsl data?)") from None
+
+
+def render(path: str, params: dict[str, str]) -> str:
+    """Kernel text with {{NAME}} parameters replaced and the prelude appended."""
+    text = kernel_source(path)
+
+    def substitute(match):
+        name = match.group(1)
+        if name not in params:
+            raise WgnnError(f"kernel {path} needs parameter {{{{{name}}}}}; given {sorted(params)}")
+        return str(params[name])
+
+    return PARAM_PATTERN.sub(substitute, text) + "\n" + kernel_source("prelude.wgsl")
+
+
+@dataclass
+class Kernel:
+    pipeline: object
+    layout: object
+    bindings: tuple[str, ...]
+    path: str
+
+
+class PipelineCache:
+    """Compiled pipelines keyed by (source hash, entry point, constants, bindings)."""
+
+    def __init__(self, context):
+        self.context = context
+        self.pipelines: dict[tuple, Kernel] = {}
+        self.compiled = 0  # pipelines created (tests assert resize creates none)
+
+    def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
+            constants: dict[str, float] | None = None, entry: str = "main") -> Kernel:
+        code = render(path, params or {})
+        key = (hashlib.sha1(code.encode()).hexdigest(), entry, tuple(sorted((constants or {}).items())), bindings)
+        kernel = self.pipelines.get(key)
+        if kernel is None:
+            kernel = self._compile(path, code, bindings, constants or {}, entry)
+            self.pipelines[key] = kernel
+        return kernel
+
+    def _compile(self, path, code, bindings, constants, entry) -> Kernel:
+        wgpu = self.context.wgpu
+        device = self.context.device
+        entries = []
+        for index, kind in enumerate(bindings):
+            buffer_type = wgpu.BufferBindingType.uniform if kind == UNIFORM else wgpu.BufferBindingType.storage
+            entries.append({"binding": index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": buffer_type}})
+        try:
+            module = device.create_shader_module(code=code, label=path)
+            layout = device.create_bind_group_layout(entries=entries)
+            pipeline = device.create_compute_pipeline(
+                layout=device.create_pipeline_layout(bind_group_layouts=[layout]),
+                compute={"module": module, "entry_point": entry, "constants": constants})
+        except Exception as exc:
+            raise KernelCompileError(f"kernels_wgsl/{path} failed to compile on {self.context.name}:\n{exc}") from None
+        self.compiled += 1
+        return Kernel(pipeline, layout, bindings, path)
+
+
+def pipeline_cache(context) -> PipelineCache:
+    cache = context.pipelines.get("cache")
+    if cache is None:
+        cache = context.pipelines["cache"] = PipelineCache(context)
+    return cache
