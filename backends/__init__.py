@@ -10,7 +10,7 @@ def load_backends() -> None:
     from ..engine.ops import load_ops
 
     load_ops()
-    for package in ("numpy",):
+    for package in ("numpy", "wgpu"):
         pkg = importlib.import_module(f"{__name__}.{package}")
         for module in pkgutil.iter_modules(pkg.__path__):
             importlib.import_module(f"{pkg.__name__}.{module.name}")

@@ -7,6 +7,10 @@ fn p(i: u32) -> i32 {
     return params.v[i / 4u][i % 4u];
 }
 
+fn pu(i: u32) -> u32 {
+    return bitcast<u32>(p(i));
+}
+
 fn pf(i: u32) -> f32 {
     return bitcast<f32>(p(i));
 }
@@ -14,4 +18,52 @@ fn pf(i: u32) -> f32 {
 // Linear invocation index over a 2-D dispatch grid (65535 workgroups per dimension limit).
 fn linear_id(gid: vec3<u32>, nwg: vec3<u32>, wg: u32) -> u32 {
     return gid.x + gid.y * nwg.x * wg;
+}
+
+// erf for f32: a series near 0, a Chebyshev fit of erfc elsewhere (Numerical Recipes 6.2,
+// fractional error < 1.2e-7), matching the numpy backend's formula.
+fn wg_erf(x: f32) -> f32 {
+    let a = abs(x);
+    if (a < 0.5) {
+        let x2 = x * x;
+        var term = x;
+        var sum = 0.0;
+        for (var n = 0u; n < 6u; n++) {
+            sum += term / f32(2u * n + 1u);
+            term = -term * x2 / f32(n + 1u);
+        }
+        return sum * 1.1283791670955126;
+    }
+    let t = 1.0 / (1.0 + 0.5 * a);
+    let poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    return sign(x) * (1.0 - t * exp(-a * a + poly));
+}
+
+// tanh that stays finite for large |x| on every driver.
+fn wg_tanh(x: f32) -> f32 {
+    return tanh(clamp(x, -15.0, 15.0));
+}
+
+// pow with ONNX/numpy results for negative bases and integral exponents.
+fn wg_pow(a: f32, b: f32) -> f32 {
+    if (a < 0.0 && b == floor(b)) {
+        let m = pow(-a, b);
+        return select(m, -m, (i32(b) & 1) == 1);
+    }
+    return pow(a, b);
+}
+
+// Decompose a linear index of a rank-6 (right-aligned) shape into coordinates, dotted with strides.
+// shape starts at params slot s, strides at slot t.
+fn strided_offset(index: u32, s: u32, t: u32) -> i32 {
+    var rest = index;
+    var offset = 0;
+    for (var d = 5; d >= 0; d--) {
+        let size = u32(p(s + u32(d)));
+        let coord = rest % size;
+        rest = rest / size;
+        offset += i32(coord) * p(t + u32(d));
+    }
+    return offset;
 }

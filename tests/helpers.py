@@ -27,11 +27,35 @@ class Const:
 
 
 def test_backends() -> list[str]:
-    """Backends the op tests run on: WGNN_TEST_BACKENDS (comma separated) or every available one."""
+    """Backends the op tests run on: WGNN_TEST_BACKENDS (comma separated, e.g. "numpy,wgpu:0") or
+    numpy plus every GPU adapter wgpu finds ("wgpu:<index>")."""
     chosen = os.environ.get("WGNN_TEST_BACKENDS")
     if chosen:
         return [b.strip() for b in chosen.split(",") if b.strip()]
-    return ["numpy"]
+    return ["numpy"] + [f"wgpu:{a['index']}" for a in gpu_adapters()]
+
+
+def gpu_adapters() -> list[dict]:
+    from wgnn.backends.wgpu.context import adapters, gpu_available
+
+    if gpu_available() is not None:
+        return []
+    return [a.as_dict() for a in adapters()]
+
+
+def session_for(model, backend: str) -> wgnn.InferenceSession:
+    """numpy -> the numpy backend alone; wgpu:<i> -> adapter i with numpy as fallback."""
+    if backend.startswith("wgpu"):
+        adapter = int(backend.split(":")[1]) if ":" in backend else None
+        return wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter))
+    return wgnn.InferenceSession(model, providers=[backend])
+
+
+def gpu_fallbacks(session: wgnn.InferenceSession) -> list[dict]:
+    """Fallbacks of ops that do have a GPU kernel (so fell back for a reason worth a look)."""
+    from wgnn.backends.wgpu.backend import EXECUTIONS
+
+    return [f for f in session.report()["fallbacks"] if f["op"].split(" ")[0] in EXECUTIONS]
 
 
 def make_model(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: int = 1,
@@ -69,11 +93,16 @@ def reference_outputs(model: onnx.ModelProto, feeds: dict, reference: str = "onn
     return [np.asarray(x) for x in ReferenceEvaluator(model).run(None, feeds)]
 
 
-def run_wgnn(model: onnx.ModelProto, feeds: dict, backend: str = "numpy") -> list[np.ndarray]:
+def run_wgnn(model: onnx.ModelProto, feeds: dict, backend: str = "numpy", *,
+             allow_fallback: bool = False) -> list[np.ndarray]:
     converted = wgnn.convert(model)
     reloaded = read_model(model_to_bytes(converted))
-    session = wgnn.InferenceSession(reloaded, providers=[backend])
-    return session.run(None, feeds)
+    session = session_for(reloaded, backend)
+    results = session.run(None, feeds)
+    if backend.startswith("wgpu") and not allow_fallback:
+        fallbacks = gpu_fallbacks(session)
+        assert not fallbacks, f"ops with GPU kernels fell back to the CPU: {fallbacks}"
+    return results
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol: float, what: str) -> None:
@@ -88,7 +117,7 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float, atol:
 
 def check_op(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: int = 1, opset: int = 18,
              rtol: float = 1e-5, atol: float = 1e-6, reference: str = "onnx",
-             backends: list[str] | None = None) -> list[np.ndarray]:
+             backends: list[str] | None = None, allow_fallback: bool = False) -> list[np.ndarray]:
     """Run op_type on every backend and compare with the reference; returns wgnn's outputs."""
     model = make_model(op_type, inputs, attrs, outputs=outputs, opset=opset)
     feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs)
@@ -96,8 +125,11 @@ def check_op(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: 
     expected = reference_outputs(model, feeds, reference)
     results = None
     for backend in backends or test_backends():
-        results = run_wgnn(model, feeds, backend)
+        results = run_wgnn(model, feeds, backend, allow_fallback=allow_fallback)
         assert len(results) == len(expected)
+        # GPU math (exp, erf, division) is not bit-exact with numpy: float32 ulps, not more.
+        gpu = backend.startswith("wgpu")
+        tol = dict(rtol=max(rtol, 1e-4), atol=max(atol, 1e-5)) if gpu else dict(rtol=rtol, atol=atol)
         for i, (got, want) in enumerate(zip(results, expected)):
-            assert_close(got, want, rtol=rtol, atol=atol, what=f"{op_type} output {i} on {backend}")
+            assert_close(got, want, **tol, what=f"{op_type} output {i} on {backend}")
     return results

@@ -1,0 +1,244 @@
+"""The wgpu backend: tensors in GPU buffers, ops as WGSL compute dispatches, one command encoder
+per segment.
+
+Element types on the GPU: float32 as f32; int64/int32 as i32 (int64 narrowed at upload with an
+overflow check); bool as u32 0/1. Every tensor element is 4 bytes.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import numpy as np
+
+from ...engine.errors import InputError, WgnnError
+from ...engine.ops.base import TensorSpec
+from ..base import Backend, Execution, Step, register_backend
+from .context import get_context
+from .loader import STORAGE, UNIFORM, Kernel, pipeline_cache
+
+log = logging.getLogger("wgnn.wgpu")
+
+GPU_DTYPES = {"float32": "f32", "int64": "i32", "int32": "i32", "bool": "u32"}
+WORKGROUP = 64
+PARAM_INTS = 64  # size of the Params uniform block (prelude.wgsl)
+
+EXECUTIONS: dict[str, type["GpuExecution"]] = {}
+
+
+def gpu_kernel(op_type: str):
+    """Register a GpuExecution subclass as the GPU implementation of op_type."""
+
+    def register(cls):
+        if op_type in EXECUTIONS:
+            raise RuntimeError(f"GPU kernel for {op_type} registered twice")
+        EXECUTIONS[op_type] = cls
+        return cls
+
+    return register
+
+
+def wgsl_type(dtype: str) -> str:
+    return GPU_DTYPES[dtype]
+
+
+class Dispatch:
+    """One prepared dispatch: pipeline, bind group and workgroup counts."""
+
+    __slots__ = ("kernel", "bind_group", "groups", "label")
+
+    def __init__(self, kernel: Kernel, bind_group, groups: tuple[int, int, int], label: str):
+        self.kernel, self.bind_group, self.groups, self.label = kernel, bind_group, groups, label
+
+
+class GpuExecution(Execution):
+    """Base of GPU ops: prepare() builds dispatches with self.dispatch(...); encode() replays them."""
+
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        """Override to refuse shapes/attributes the kernel does not handle."""
+        return None
+
+    def __init__(self, backend: "WgpuBackend", step: Step):
+        super().__init__(backend, step)
+        self.dispatches: list[Dispatch] = []
+
+    def binding(self, name: str) -> dict:
+        return self.backend.binding(name)
+
+    def dispatch(self, path: str, tensors: list[str], params: list[int | float], invocations: int, *,
+                 text: dict[str, str] | None = None, constants: dict | None = None) -> None:
+        """Prepare one dispatch of kernels_wgsl/<path> over `invocations` invocations, binding the
+        named tensors in order and then the params uniform (ints; floats are bit-cast)."""
+        if invocations <= 0:
+            return
+        backend = self.backend
+        bindings = tuple([STORAGE] * len(tensors) + [UNIFORM])
+        kernel = backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP, **(constants or {})})
+        uniform = backend.uniform(params, f"{self.step.label} params")
+        entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
+        entries.append({"binding": len(tensors), "resource": {"buffer": uniform, "offset": 0, "size": uniform.size}})
+        try:
+            bind_group = backend.device.create_bind_group(layout=kernel.layout, entries=entries)
+        except Exception as exc:
+            raise WgnnError(f"{self.step.label}: could not bind kernel {path}: {exc}") from None
+        self.dispatches.append(Dispatch(kernel, bind_group, backend.grid(invocations), self.step.label))
+
+    def encode(self, recorder) -> None:
+        for d in self.dispatches:
+            recorder.set_pipeline(d.kernel.pipeline)
+            recorder.set_bind_group(0, d.bind_group)
+            recorder.dispatch_workgroups(*d.groups)
+
+
+def pack_params(values: list[int | float]) -> np.ndarray:
+    out = np.zeros(PARAM_INTS, np.int32)
+    if len(values) > PARAM_INTS:
+        raise WgnnError(f"kernel parameter block overflows: {len(values)} > {PARAM_INTS}")
+    for i, v in enumerate(values):
+        out[i] = np.float32(v).view(np.int32) if isinstance(v, float) else np.int32(v)
+    return out
+
+
+@register_backend
+class WgpuBackend(Backend):
+    name = "wgpu"
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.context = get_context(getattr(config, "adapter", None))
+        self.device = self.context.device
+        self.wgpu = self.context.wgpu
+        self.pipelines = pipeline_cache(self.context)
+        self.alignment = max(16, self.context.limits.get("min-storage-buffer-offset-alignment", 256))
+        self.max_binding = self.context.limits.get("max-storage-buffer-binding-size", 1 << 27)
+        self.max_groups = self.context.limits.get("max-compute-workgroups-per-dimension", 65535)
+        self.locations: dict[str, tuple[object, int, int]] = {}  # tensor -> (buffer, offset, size)
+        self.specs: dict[str, TensorSpec] = {}
+        self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
+
+    # ------------------------------------------------------------------ scheduling
+    def unsupported_reason(self, step: Step) -> str | None:
+        cls = EXECUTIONS.get(step.op.op_type)
+        if cls is None:
+            return "no GPU kernel"
+        for spec in list(step.input_specs) + list(step.output_specs):
+            if spec is not None and spec.dtype not in GPU_DTYPES:
+                return f"dtype {spec.dtype} not supported on the GPU"
+        for name, spec in zip(step.outputs, step.output_specs):
+            if self.tensor_bytes(spec) > self.max_binding:
+                return f"output {name} ({self.tensor_bytes(spec)} bytes) exceeds the binding limit"
+        return cls.unsupported_reason(step)
+
+    def create_execution(self, step: Step) -> Execution:
+        return EXECUTIONS[step.op.op_type](self, step)
+
+    # ------------------------------------------------------------------ memory
+    def tensor_bytes(self, spec: TensorSpec) -> int:
+        return spec.size * 4
+
+    def _buffer(self, size: int, label: str):
+        usage = self.wgpu.BufferUsage.STORAGE | self.wgpu.BufferUsage.COPY_SRC | self.wgpu.BufferUsage.COPY_DST
+        try:
+            return self.device.create_buffer(size=max(16, _round4(size)), usage=usage, label=label)
+        except Exception as exc:
+            raise WgnnError(f"GPU memory: could not allocate {size} bytes for {label} on "
+                            f"{self.context.name}: {exc}") from None
+
+    def plan_memory(self, specs, pool, dedicated, constants):
+        self.specs = specs
+        self.locations = {}
+        self.arena = self._buffer(pool.peak_bytes, "wgnn arena")
+        for name, offset in pool.offsets.items():
+            self.locations[name] = (self.arena, offset, max(4, self.tensor_bytes(specs[name])))
+        for name in dedicated:
+            size = max(4, self.tensor_bytes(specs[name]))
+            pool.dedicated_bytes += size
+            self.locations[name] = (self._buffer(size, name), 0, size)
+        for name, value in constants.items():
+            self.locations[name] = self._constant(name, value)
+            pool.dedicated_bytes += self.locations[name][2]
+        return pool
+
+    def _constant(self, name: str, value: np.ndarray):
+        # Initializers keep their buffers across resizes; values computed at resize are re-uploaded.
+        cached = self.constant_buffers.get(name)
+        nbytes = max(4, value.size * 4)
+        if cached is not None and cached[0] == id(value):
+            return cached[1], 0, nbytes
+        data = to_gpu_array(name, value)
+        buffer = self._buffer(data.nbytes, name)
+        self.device.queue.write_buffer(buffer, 0, data.tobytes() if data.nbytes else b"\0" * 4)
+        self.constant_buffers[name] = (id(value), buffer)
+        return buffer, 0, nbytes
+
+    def binding(self, name: str) -> dict:
+        buffer, offset, size = self.locations[name]
+        return {"buffer": buffer, "offset": offset, "size": _round4(size)}
+
+    def uniform(self, params: list, label: str):
+        data = pack_params(params)
+        buffer = self.device.create_buffer(size=data.nbytes, label=label,
+                                           usage=self.wgpu.BufferUsage.UNIFORM | self.wgpu.BufferUsage.COPY_DST)
+        self.device.queue.write_buffer(buffer, 0, data.tobytes())
+        return buffer
+
+    def grid(self, invocations: int) -> tuple[int, int, int]:
+        groups = math.ceil(invocations / WORKGROUP)
+        if groups <= self.max_groups:
+            return (groups, 1, 1)
+        rows = math.ceil(groups / self.max_groups)
+        if rows > self.max_groups:
+            raise WgnnError(f"{invocations} invocations exceed the adapter's dispatch limits")
+        return (self.max_groups, rows, 1)
+
+    # ------------------------------------------------------------------ running
+    def execute(self, segment, values) -> None:
+        queue = self.device.queue
+        with self.context.lock:
+            for name in segment.imports:
+                data = to_gpu_array(name, values[name])
+                if data.nbytes:
+                    buffer, offset, _ = self.locations[name]
+                    queue.write_buffer(buffer, offset, data.tobytes())
+            encoder = self.device.create_command_encoder()
+            compute = encoder.begin_compute_pass()
+            for _, execution in segment.steps:
+                execution.encode(compute)
+            compute.end()
+            try:
+                queue.submit([encoder.finish()])
+            except Exception as exc:
+                raise WgnnError(f"GPU submission failed on {self.context.name}: {exc}") from None
+            for name in segment.exports:
+                values[name] = self.download(name)
+
+    def download(self, name: str) -> np.ndarray:
+        spec = self.specs[name]
+        buffer, offset, size = self.locations[name]
+        if spec.size == 0:
+            return np.zeros(spec.shape, spec.dtype)
+        raw = self.device.queue.read_buffer(buffer, offset, _round4(size))
+        array = np.frombuffer(raw, dtype=_NUMPY_GPU[spec.dtype], count=spec.size)
+        return array.astype(spec.dtype).reshape(spec.shape)
+
+
+_NUMPY_GPU = {"float32": np.float32, "int64": np.int32, "int32": np.int32, "bool": np.uint32}
+
+
+def to_gpu_array(name: str, value: np.ndarray) -> np.ndarray:
+    """The 4-byte-per-element array uploaded for a tensor; int64 must fit in int32."""
+    value = np.asarray(value)
+    dtype = value.dtype.name
+    if dtype == "int64" and value.size:
+        low, high = int(value.min()), int(value.max())
+        if low < -(2 ** 31) or high >= 2 ** 31:
+            raise InputError(f'tensor "{name}": int64 value {low if low < -(2 ** 31) else high} does not '
+                             "fit the GPU's int32 (run this op on the numpy provider)")
+    target = _NUMPY_GPU.get(dtype)
+    if target is None:
+        raise WgnnError(f'tensor "{name}": dtype {dtype} cannot be stored on the GPU')
+    return np.asarray(value, dtype=target, order="C").reshape(-1)
+
+
+def _round4(n: int) -> int:
+    return (n + 3) // 4 * 4
