@@ -17,6 +17,16 @@ from .engine.interpreter import Interpreter, load_model
 from .engine.session import Session
 
 
+def adapters() -> list[dict]:
+    """Every GPU adapter wgpu sees: index, name, backend, adapter_type, driver, features, limits.
+    Empty when wgpu finds none."""
+    from .backends.wgpu.context import adapters as _adapters, gpu_available
+
+    if gpu_available() is not None:
+        return []
+    return [a.as_dict() for a in _adapters()]
+
+
 def save_model(model: Model, path) -> None:
     """Write a wgnn Model to a .wgnn file."""
     from .models.format import save_model as _save
@@ -38,6 +48,6 @@ def convert(source, output=None, **options) -> Model:
 __all__ = [
     "AdapterError", "Config", "ConversionError", "FormatVersionError", "Graph", "InferenceSession",
     "InputError", "Interpreter", "Model", "ModelError", "Node", "NodeArg", "Session", "ShapeError",
-    "TensorInfo", "UnsupportedOpError", "WgnnError", "__version__", "convert", "load_model",
+    "TensorInfo", "UnsupportedOpError", "WgnnError", "__version__", "adapters", "convert", "load_model",
     "save_model",
 ]

@@ -84,3 +84,10 @@ def test_variadic():
 def test_empty_tensor():
     check_op("Relu", [np.zeros((0, 3), np.float32)])
     check_op("Add", [np.zeros((2, 0, 3), np.float32), np.ones((3,), np.float32)])
+
+
+def test_mod():
+    a = np.array([7, -7, 7, -7, 5], np.int64)
+    b = np.array([3, 3, -3, -3, 5], np.int64)
+    check_op("Mod", [a, b])
+    check_op("Mod", [X, np.float32(0.7)], {"fmod": 1})

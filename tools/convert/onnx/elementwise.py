@@ -92,3 +92,9 @@ def clip(ctx, node):
 @onnx_op("Where")
 def where(ctx, node):
     ctx.emit("Where", node.inputs, node.outputs)
+
+
+@onnx_op("Mod")
+def mod(ctx, node):
+    kind = "fmod" if node.attrs.get("fmod", 0) else "mod"
+    ctx.emit("Binary", node.inputs, node.outputs, {"kind": kind})

@@ -1,0 +1,144 @@
+"""The wgpu backend's machinery: adapters, device, memory, transfers, pipeline cache, fallbacks."""
+import logging
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import wgnn
+from helpers import gpu_adapters
+
+pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+
+
+def chain_model(opset=17):
+    """x[N, 5] -> Add(bias) -> Relu -> Mod(3) (no GPU kernel) -> Mul(2) -> Sigmoid, plus Less."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, None)]
+    inits = [onnx.numpy_helper.from_array(np.linspace(-1, 1, 5).astype(np.float32), "bias"),
+             onnx.numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+             onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    nodes = [helper.make_node("Add", ["x", "bias"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Mod", ["r", "three"], ["m"], fmod=1), helper.make_node("Mul", ["m", "two"], ["t"]),
+             helper.make_node("Sigmoid", ["t"], ["y"]), helper.make_node("Less", ["x", "bias"], ["mask"])]
+    graph = helper.make_graph(nodes, "chain", [x], outs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def reference(x):
+    bias = np.linspace(-1, 1, 5).astype(np.float32)
+    m = np.fmod(np.maximum(x + bias, 0), np.float32(3))
+    return 1 / (1 + np.exp(-(m * 2))), x < bias
+
+
+def gpu_session(model, **config):
+    return wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu", "numpy"), **config))
+
+
+def test_adapters_listed():
+    found = wgnn.adapters()
+    assert found and all({"index", "name", "backend", "adapter_type", "driver", "features", "limits"} <= set(a) for a in found)
+    assert all("max-storage-buffer-binding-size" in a["limits"] for a in found)
+
+
+def test_adapter_selection(monkeypatch):
+    from wgnn.backends.wgpu.context import select_adapter
+
+    found = wgnn.adapters()
+    assert select_adapter(0) == 0
+    assert select_adapter(str(len(found) - 1)) == len(found) - 1
+    first = found[0]
+    assert select_adapter(first["backend"].lower()) == first["index"]
+    assert found[select_adapter(first["name"][:6])]["name"].startswith(first["name"][:6])
+    monkeypatch.setenv("WGNN_ADAPTER", str(len(found) - 1))
+    assert select_adapter(None) == len(found) - 1
+    with pytest.raises(wgnn.AdapterError, match="no adapter matches"):
+        select_adapter("no-such-gpu")
+    with pytest.raises(wgnn.AdapterError, match="out of range"):
+        select_adapter(99)
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_fallback_segments_and_report(adapter, caplog):
+    session = gpu_session(chain_model(), adapter=adapter)
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    with caplog.at_level(logging.INFO, logger="wgnn"):
+        y, mask = session.run(None, {"x": x})
+    want_y, want_mask = reference(x)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(mask, want_mask)
+    report = session.report()
+    assert [s[0] for s in report["segments"]] == ["wgpu", "numpy", "wgpu"]
+    assert report["fallbacks"] and "no numpy" not in str(report["fallbacks"])
+    assert report["fallbacks"][0]["backend"] == "numpy" and "no GPU kernel" in report["fallbacks"][0]["reasons"][0]
+    assert report["transfers"]["uploads"] >= 2 and report["transfers"]["downloads"] >= 2
+    assert report["memory"]["wgpu"]["planned_peak_bytes"] > 0
+    assert any("Binary runs on numpy" in r.message for r in caplog.records)
+
+
+def test_resize_compiles_no_pipeline():
+    from wgnn.backends.wgpu.loader import pipeline_cache
+
+    session = gpu_session(chain_model())
+    backend = session.session.backends[0]
+    cache = pipeline_cache(backend.context)
+    x = np.ones((2, 5), np.float32)
+    session.run(None, {"x": x})
+    compiled = cache.compiled
+    for batch in (7, 1, 64):
+        y, _ = session.run(None, {"x": np.full((batch, 5), 0.5, np.float32)})
+        np.testing.assert_allclose(y, reference(np.full((batch, 5), 0.5, np.float32))[0], rtol=1e-5)
+    assert cache.compiled == compiled
+    assert session.session.resize_count == 4
+
+
+def test_run_neither_compiles_nor_allocates(monkeypatch):
+    session = gpu_session(chain_model())
+    x = np.ones((4, 5), np.float32)
+    session.run(None, {"x": x})
+    device = session.session.backends[0].device
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("run() must not create GPU resources")
+
+    for method in ("create_buffer", "create_compute_pipeline", "create_shader_module", "create_bind_group"):
+        monkeypatch.setattr(type(device), method, forbidden)
+    y, _ = session.run(None, {"x": x * 2})
+    np.testing.assert_allclose(y, reference(x * 2)[0], rtol=1e-5)
+
+
+def test_int64_overflow_is_refused():
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"])], "add",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, [2]) for n in "ab"],
+        [helper.make_tensor_value_info("c", TensorProto.INT64, [2])]), opset_imports=[helper.make_opsetid("", 17)])
+    session = gpu_session(model.SerializeToString())
+    ok = session.run(None, {"a": np.array([1, -5], np.int64), "b": np.array([2, 3], np.int64)})[0]
+    np.testing.assert_array_equal(ok, [3, -2])
+    with pytest.raises(wgnn.InputError, match='"a".*int32'):
+        session.run(None, {"a": np.array([2 ** 40, 1], np.int64), "b": np.array([1, 1], np.int64)})
+
+
+def test_sessions_share_device_and_threads():
+    model = chain_model()
+    sessions = [gpu_session(model) for _ in range(3)]
+    assert sessions[0].session.backends[0].device is sessions[1].session.backends[0].device
+    errors = []
+
+    def work(session, seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(5):
+            x = rng.standard_normal((int(rng.integers(1, 6)), 5)).astype(np.float32)
+            y, mask = session.run(None, {"x": x})
+            if not np.allclose(y, reference(x)[0], rtol=1e-5, atol=1e-6):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s, i)) for i, s in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
