@@ -54,6 +54,19 @@ fn wg_pow(a: f32, b: f32) -> f32 {
     return pow(a, b);
 }
 
+// Truncated integer remainder (sign of the dividend) computed on magnitudes: GLSL leaves % on
+// negative operands undefined, and wgpu's GL backend passes it through.
+fn wg_rem_i32(x: i32, y: i32) -> i32 {
+    let r = i32(u32(abs(x)) % u32(abs(y)));
+    return select(r, -r, x < 0);
+}
+
+// Integer modulo with the sign of the divisor (ONNX Mod, fmod=0).
+fn wg_mod_i32(x: i32, y: i32) -> i32 {
+    let r = wg_rem_i32(x, y);
+    return select(r, r + y, r != 0 && ((r < 0) != (y < 0)));
+}
+
 // Decompose a linear index of a rank-6 (right-aligned) shape into coordinates, dotted with strides.
 // shape starts at params slot s, strides at slot t.
 fn strided_offset(index: u32, s: u32, t: u32) -> i32 {

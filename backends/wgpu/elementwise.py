@@ -35,6 +35,11 @@ BINARY_EXPR = {
     "and": "x & y", "or": "x | y", "xor": "x ^ y",
 }
 FLOAT_ONLY_BINARY = {"pow"}
+# Kinds whose expression depends on the element type.
+TYPED_BINARY_EXPR = {
+    "mod": {"f32": "x - y * floor(x / y)", "i32": "wg_mod_i32(x, y)"},
+    "fmod": {"f32": "x - y * trunc(x / y)", "i32": "wg_rem_i32(x, y)"},
+}
 
 
 def broadcast_params(out_shape, *shapes) -> list[int]:
@@ -85,8 +90,8 @@ class BinaryGpu(GpuExecution):
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
         kind = step.attrs["kind"]
-        if kind not in BINARY_EXPR:
-            return f"kind {kind} has no GPU kernel"
+        if kind not in BINARY_EXPR and wgsl_type(step.input_specs[0].dtype) not in TYPED_BINARY_EXPR.get(kind, {}):
+            return f"kind {kind} on {step.input_specs[0].dtype} has no GPU kernel"
         if kind in FLOAT_ONLY_BINARY and step.input_specs[0].dtype != "float32":
             return f"{kind} on {step.input_specs[0].dtype} runs on the CPU"
         if step.input_specs[0].dtype != step.input_specs[1].dtype:
@@ -103,7 +108,7 @@ class BinaryGpu(GpuExecution):
         ta = wgsl_type(a.dtype)
         to = "u32" if kind in COMPARE_KINDS + LOGIC_KINDS else ta
         zero = {"f32": "0.0", "i32": "0", "u32": "0u"}[ta]
-        expr = BINARY_EXPR[kind].replace("{{ZERO}}", zero)
+        expr = (BINARY_EXPR.get(kind) or TYPED_BINARY_EXPR[kind][ta]).replace("{{ZERO}}", zero)
         params = broadcast_params(out.shape, a.shape, b.shape)
         params[0] = out.size
         params[1] = int(a.shape == b.shape == out.shape)
