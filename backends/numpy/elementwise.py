@@ -59,6 +59,7 @@ UNARY_FUNCS = {
     "ceil": lambda x, a, b: np.ceil(x),
     "not": lambda x, a, b: np.logical_not(x),
     "clip": lambda x, a, b: np.minimum(np.maximum(x, _limit(x, a)), _limit(x, b)),
+    "softplus": lambda x, a, b: np.logaddexp(x, x.dtype.type(0)),
 }
 
 

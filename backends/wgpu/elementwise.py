@@ -21,6 +21,7 @@ UNARY_EXPR = {
     "gelu_tanh": "0.5 * v * (1.0 + wg_tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))",
     "exp": "exp(v)", "log": "log(v)", "sqrt": "sqrt(v)", "neg": "-v", "reciprocal": "1.0 / v",
     "abs": "abs(v)", "floor": "floor(v)", "ceil": "ceil(v)", "clip": "min(max(v, alpha), beta)",
+    "softplus": "max(v, 0.0) + log(1.0 + exp(-abs(v)))",
 }
 # Kinds that also run on integer (i32) and bool (u32) tensors.
 INT_UNARY_EXPR = {"identity": "v", "neg": "-v", "abs": "abs(v)", "relu": "max(v, 0)",

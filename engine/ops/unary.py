@@ -10,7 +10,7 @@ from .base import Attr, InferContext, OpDef, TensorSpec, register_op
 UNARY_KINDS: dict[str, int] = {
     "identity": 0, "relu": 1, "leaky_relu": 2, "sigmoid": 4, "hard_sigmoid": 3, "hard_swish": 4,
     "tanh": 4, "erf": 8, "gelu": 10, "gelu_tanh": 10, "exp": 4, "log": 4, "sqrt": 2, "neg": 1,
-    "reciprocal": 1, "abs": 1, "floor": 1, "ceil": 1, "not": 1, "clip": 2,
+    "reciprocal": 1, "abs": 1, "floor": 1, "ceil": 1, "not": 1, "clip": 2, "softplus": 6,
 }
 # Kinds whose output is bool / keep the input dtype; everything else keeps the input dtype too.
 BOOL_KINDS = frozenset({"not"})

@@ -7,7 +7,7 @@ rng = np.random.default_rng(0)
 X = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)  # C = 5: not a multiple of 4
 
 
-@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "HardSwish"])
+@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "HardSwish", "Softplus"])
 def test_unary(op):
     check_op(op, [X])
 
@@ -15,6 +15,10 @@ def test_unary(op):
 @pytest.mark.parametrize("op", ["Log", "Sqrt", "Reciprocal"])
 def test_unary_positive(op):
     check_op(op, [np.abs(X) + 0.1])
+
+
+def test_softplus_extremes():
+    check_op("Softplus", [np.array([-100, -20, -1, 0, 1e-3, 1, 20, 100], np.float32)])
 
 
 def test_erf_edges():

@@ -8,7 +8,7 @@ from .table import CONVERTERS, onnx_op
 UNARY = {
     "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Exp": "exp", "Log": "log",
     "Sqrt": "sqrt", "Neg": "neg", "Reciprocal": "reciprocal", "Abs": "abs", "Floor": "floor",
-    "Ceil": "ceil", "Not": "not", "HardSwish": "hard_swish",
+    "Ceil": "ceil", "Not": "not", "HardSwish": "hard_swish", "Softplus": "softplus",
 }
 BINARY = {
     "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Equal": "equal",
