@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import wgnn
 from wgnn.engine.dtypes import DTYPE_TO_ONNX
@@ -74,8 +74,9 @@ def make_model(op_type: str, inputs: list, attrs: dict | None = None, *, outputs
             graph_inputs.append(helper.make_tensor_value_info(name, DTYPE_TO_ONNX[array.dtype.name], array.shape))
     out_names = [f"out{i}" for i in range(outputs)]
     node = helper.make_node(op_type, names, out_names, domain=domain, **(attrs or {}))
-    graph_outputs = [helper.make_tensor_value_info(n, (output_dtypes or [TensorProto.UNDEFINED] * outputs)[i], None)
-                     for i, n in enumerate(out_names)]
+    # Outputs without a type: both onnxruntime and onnx.reference infer them.
+    graph_outputs = [helper.make_tensor_value_info(n, output_dtypes[i], None) if output_dtypes
+                     else onnx.ValueInfoProto(name=n) for i, n in enumerate(out_names)]
     graph = helper.make_graph([node], f"test_{op_type}", graph_inputs, graph_outputs, initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8

@@ -10,17 +10,19 @@ from ..base import Backend, Execution, Step, register_backend
 KERNELS: dict[str, Callable] = {}
 
 
-def numpy_kernel(op_type: str, *, writes_outputs: bool = False):
+def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callable | None = None):
     """Register fn(ex, *inputs) -> array | tuple of arrays as the numpy kernel of op_type.
 
     With writes_outputs=True the signature is fn(ex, inputs, outputs) and the kernel fills the
-    preallocated outputs itself (saves a copy).
+    preallocated outputs itself (saves a copy). prepare(ex), when given, runs at resize and may
+    fill ex.state with tables the kernel reuses on every run.
     """
 
     def register(fn: Callable) -> Callable:
         if op_type in KERNELS:
             raise RuntimeError(f"numpy kernel for {op_type} registered twice")
         fn.writes_outputs = writes_outputs
+        fn.prepare = prepare
         KERNELS[op_type] = fn
         return fn
 
@@ -32,6 +34,10 @@ class NumpyExecution(Execution):
         super().__init__(backend, step)
         self.fn = fn
         self.state: dict = {}  # per-resize prepared data (repacked weights, index tables)
+
+    def prepare(self) -> None:
+        if self.fn.prepare is not None:
+            self.fn.prepare(self)
 
     def run(self, inputs, outputs) -> None:
         if self.fn.writes_outputs:
