@@ -124,6 +124,9 @@ class WgpuBackend(Backend):
         for spec in list(step.input_specs) + list(step.output_specs):
             if spec is not None and spec.dtype not in GPU_DTYPES:
                 return f"dtype {spec.dtype} not supported on the GPU"
+        for name, value in zip(step.inputs, step.input_values or []):
+            if value is not None and value.dtype == np.int64 and value.size and not _fits_int32(value):
+                return f"int64 constant {name} does not fit the GPU's int32"
         for name, spec in zip(step.outputs, step.output_specs):
             if self.tensor_bytes(spec) > self.max_binding:
                 return f"output {name} ({self.tensor_bytes(spec)} bytes) exceeds the binding limit"
@@ -238,6 +241,10 @@ def to_gpu_array(name: str, value: np.ndarray) -> np.ndarray:
     if target is None:
         raise WgnnError(f'tensor "{name}": dtype {dtype} cannot be stored on the GPU')
     return np.asarray(value, dtype=target, order="C").reshape(-1)
+
+
+def _fits_int32(value: np.ndarray) -> bool:
+    return -(2 ** 31) <= int(value.min()) and int(value.max()) < 2 ** 31
 
 
 def _round4(n: int) -> int:
