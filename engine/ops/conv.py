@@ -63,7 +63,7 @@ def resolve_pads(ctx: InferContext, sizes, kernel, strides, dilations) -> tuple[
     if mode == "VALID":
         return [0] * rank, [0] * rank
     begin, end = [], []
-    for size, k, s, d in zip(sizes, kernel, strides, dilations):
+    for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
         out = -(-size // s)
         total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
         small, large = total // 2, total - total // 2
@@ -128,14 +128,14 @@ class Conv(OpDef):
     }
 
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
-        x, w, rank, group, strides, dilations = _common(ctx)
+        x, w, _, group, strides, dilations = _common(ctx)
         if x[1] != w[1] * group:
             raise ctx.fail(f"input has {x[1]} channels, weight expects {w[1]} x group {group}")
         if w[0] % group:
             raise ctx.fail(f"{w[0]} output channels are not divisible by group {group}")
         _check_bias(ctx, w[0])
         begin, end = resolve_pads(ctx, x[2:], w[2:], strides, dilations)
-        out = [window_count(*args) for args in zip(x[2:], w[2:], strides, dilations, begin, end)]
+        out = [window_count(*axis) for axis in zip(x[2:], w[2:], strides, dilations, begin, end, strict=True)]
         if any(n <= 0 for n in out) and math.prod(x) > 0:
             raise ctx.fail(f"the kernel {list(w[2:])} (dilations {dilations}) does not fit the padded input")
         return [TensorSpec((x[0], w[0], *out), ctx.dtype(0))]
@@ -149,14 +149,17 @@ def conv_transpose_geometry(ctx: InferContext):
     """(output spatial sizes, pads_begin, pads_end, strides, dilations, output_padding) of a
     ConvTranspose for its concrete input. The full (uncropped) output along an axis has
     (size - 1) * stride + (kernel - 1) * dilation + 1 + output_padding elements; pads crop it.
-    An explicit output_shape fixes the size and implies the pads, as onnxruntime computes them
-    (the odd element of padding goes to the end, or to the beginning for SAME_UPPER)."""
-    x, w, rank, group, strides, dilations = _common(ctx)
+    An explicit output_shape (or auto_pad SAME_*: size * stride) fixes the size and implies the
+    pads; an odd total goes to the end for SAME_UPPER, else to the beginning (ONNX spec, and what
+    onnxruntime does). Where size * stride exceeds the full output (kernel < stride), SAME keeps
+    size * stride as the spec says (the extra positions get only the bias); onnxruntime instead
+    shrinks the output to the full size."""
+    x, w, rank, _, strides, dilations = _common(ctx)
     output_padding = spatial_list(ctx, "output_padding", rank, 0)
     if any(p < 0 for p in output_padding):
         raise ctx.fail(f"negative output_padding {output_padding}")
     full = [(n - 1) * s + (k - 1) * d + 1 + p
-            for n, k, s, d, p in zip(x[2:], w[2:], strides, dilations, output_padding)]
+            for n, k, s, d, p in zip(x[2:], w[2:], strides, dilations, output_padding, strict=True)]
     mode = ctx.attrs["auto_pad"]
     if mode not in AUTO_PADS:
         raise ctx.fail(f"auto_pad {mode!r} is not one of {list(AUTO_PADS)}")
@@ -166,18 +169,18 @@ def conv_transpose_geometry(ctx: InferContext):
     if shape and len(shape) != rank:
         raise ctx.fail(f"output_shape {ctx.attrs['output_shape']} does not match {rank} spatial axes")
     if not shape and mode in ("SAME_UPPER", "SAME_LOWER"):
-        shape = [n * s for n, s in zip(x[2:], strides)]
+        shape = [n * s for n, s in zip(x[2:], strides, strict=True)]
     if shape:
         begin, end = [], []
-        for size, want in zip(full, shape):
+        for size, want in zip(full, shape, strict=True):
             total = max(0, size - want)
             small, large = total // 2, total - total // 2
-            begin.append(large if mode == "SAME_UPPER" else small)
-            end.append(small if mode == "SAME_UPPER" else large)
+            begin.append(small if mode == "SAME_UPPER" else large)
+            end.append(large if mode == "SAME_UPPER" else small)
         return shape, begin, end, strides, dilations, output_padding
     pads = [0] * (2 * rank) if mode == "VALID" else explicit_pads(ctx, rank)
     begin, end = pads[:rank], pads[rank:]
-    out = [size - b - e for size, b, e in zip(full, begin, end)]
+    out = [size - b - e for size, b, e in zip(full, begin, end, strict=True)]
     return out, begin, end, strides, dilations, output_padding
 
 

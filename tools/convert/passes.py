@@ -11,9 +11,10 @@ log = logging.getLogger("wgnn.convert")
 def optimize_graph(graph: Graph) -> Graph:
     """The conversion pipeline: clean up, fold what is known, fuse, then drop what is unused."""
     from .fold import fold_constants
+    from .fusion import FUSION_PASSES
 
     graph.toposort()
-    for fn in (remove_identities, fold_constants, eliminate_dead_code):
+    for fn in (remove_identities, fold_constants, *FUSION_PASSES, eliminate_dead_code):
         fn(graph)
     return graph
 

@@ -1,0 +1,61 @@
+"""MatMul family: one "MatMul" op for ONNX MatMul and Gemm.
+
+    Y = activation(alpha * op(A) @ op(B) + beta * C)
+
+op() swaps the last two axes when trans_a / trans_b is set; A and B follow numpy.matmul (1-D
+operands, broadcast batch axes); the optional bias C broadcasts onto Y without enlarging it.
+"""
+from __future__ import annotations
+
+from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, register_op
+from .conv import ACTIVATION_ATTRS, check_activation
+
+
+def matmul_shape(ctx: InferContext) -> tuple[tuple[int, ...], int]:
+    """Output shape and the contracted size K."""
+    a, b = list(ctx.shape(0)), list(ctx.shape(1))
+    if not a or not b:
+        raise ctx.fail("MatMul operands must have rank >= 1")
+    if ctx.attrs["trans_a"] and len(a) >= 2:
+        a[-2], a[-1] = a[-1], a[-2]
+    if ctx.attrs["trans_b"] and len(b) >= 2:
+        b[-2], b[-1] = b[-1], b[-2]
+    a_vec, b_vec = len(a) == 1, len(b) == 1
+    if a_vec:
+        a = [1, *a]
+    if b_vec:
+        b = [*b, 1]
+    if a[-1] != b[-2]:
+        raise ctx.fail(f"inner dimensions differ: {a[-1]} (A) and {b[-2]} (B)")
+    batch = broadcast_shapes(ctx, tuple(a[:-2]), tuple(b[:-2]))
+    out = list(batch) + ([] if a_vec else [a[-2]]) + ([] if b_vec else [b[-1]])
+    return tuple(out), a[-1]
+
+
+@register_op
+class MatMul(OpDef):
+    op_type = "MatMul"
+    family = "matmul"
+    attrs = {
+        "trans_a": Attr("int", 0),
+        "trans_b": Attr("int", 0),
+        "alpha": Attr("float", 1.0),
+        "beta": Attr("float", 1.0),
+        **ACTIVATION_ATTRS,
+    }
+
+    def infer(self, ctx: InferContext) -> list[TensorSpec]:
+        if ctx.dtype(0) != ctx.dtype(1):
+            raise ctx.fail(f"operand types differ: {ctx.dtype(0)} and {ctx.dtype(1)}")
+        check_activation(ctx)
+        out, _ = matmul_shape(ctx)
+        if ctx.has(2):
+            if ctx.dtype(2) != ctx.dtype(0):
+                raise ctx.fail(f"bias type {ctx.dtype(2)} differs from operand type {ctx.dtype(0)}")
+            if broadcast_shapes(ctx, out, ctx.shape(2)) != out:
+                raise ctx.fail(f"bias of shape {ctx.shape(2)} does not broadcast to the output {out}")
+        return [TensorSpec(out, ctx.dtype(0))]
+
+    def flops(self, ctx, outputs) -> int:
+        _, k = matmul_shape(ctx)
+        return 2 * outputs[0].size * k

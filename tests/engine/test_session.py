@@ -1,0 +1,148 @@
+"""Sessions: resize to new shapes, automatic resize on run, report(), the onnxruntime-like API."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from wgnn.engine.errors import WgnnError
+
+import wgnn
+
+W = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(3, 4)
+B = np.float32(0.25)
+
+
+def model_proto():
+    """y = relu(x * w + b) on float32 x [N, 3, 4]; k2 = k + k on int64 k [N]."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Mul", ["x", "w"], ["xw"], name="mul"),
+             helper.make_node("Add", ["xw", "b"], ["xwb"], name="add"),
+             helper.make_node("Relu", ["xwb"], ["y"], name="relu"),
+             helper.make_node("Add", ["k", "k"], ["k2"], name="double")]
+    graph = helper.make_graph(
+        nodes, "session", [vi("x", TensorProto.FLOAT, ["N", 3, 4]), vi("k", TensorProto.INT64, ["N"])],
+        [vi("y", TensorProto.FLOAT, ["N", 3, 4]), vi("k2", TensorProto.INT64, ["N"])],
+        [numpy_helper.from_array(W, "w"), numpy_helper.from_array(np.array(B), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def inputs(n: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((n, 3, 4)).astype(np.float32), "k": rng.integers(-50, 50, n)}
+
+
+def expected(feeds: dict) -> dict:
+    return {"y": np.maximum(feeds["x"] * W + B, 0), "k2": feeds["k"] * 2}
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = tmp_path / "session.wgnn"
+    wgnn.convert(model_proto(), path)
+    return path
+
+
+def check(results: dict, feeds: dict) -> None:
+    for name, want in expected(feeds).items():
+        assert results[name].dtype == want.dtype and results[name].shape == want.shape
+        np.testing.assert_allclose(results[name], want, rtol=1e-6, atol=1e-7)
+
+
+def test_interpreter_create_session_with_providers(model_path):
+    session = wgnn.Interpreter(model_path).create_session(providers=["numpy"])
+    assert session.config.providers == ("numpy",)
+    assert session.input_shapes is None  # symbolic batch: nothing planned until shapes are known
+    with pytest.raises(WgnnError, match="not been resized"):
+        session.report()
+    feeds = inputs(2)
+    check(session.run(feeds), feeds)
+
+
+def test_resize_to_new_shapes_then_run(model_path):
+    session = wgnn.Interpreter(model_path).create_session(providers=["numpy"])
+    for n in (2, 5, 1):
+        session.resize({"x": (n, 3, 4), "k": (n,)})
+        assert session.input_shapes == {"x": (n, 3, 4), "k": (n,)}
+        assert session.report()["input_shapes"] == {"x": [n, 3, 4], "k": [n]}
+        count = session.resize_count
+        feeds = inputs(n, seed=n)
+        check(session.run(feeds), feeds)
+        assert session.resize_count == count  # run() with the planned shapes does not re-plan
+
+
+def test_run_resizes_automatically_on_new_shapes(model_path):
+    session = wgnn.Interpreter(model_path).create_session(providers=["numpy"])
+    feeds = inputs(3)
+    check(session.run(feeds), feeds)
+    assert session.resize_count == 1
+    check(session.run(feeds), feeds)
+    assert session.resize_count == 1
+    feeds = inputs(7, seed=1)
+    check(session.run(feeds), feeds)
+    assert session.resize_count == 2 and session.input_shapes["x"] == (7, 3, 4)
+
+
+def test_static_model_is_planned_at_creation():
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "static",
+                              [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = wgnn.Interpreter(model).create_session(providers=["numpy"])
+    assert session.resize_count == 1 and session.input_shapes == {"x": (2, 3)}
+
+
+def test_report_fields(model_path):
+    session = wgnn.Interpreter(model_path).create_session(providers=["numpy"])
+    n = 4
+    session.resize({"x": (n, 3, 4), "k": (n,)})
+    report = session.report()
+    assert set(report) >= {"input_shapes", "ops_per_backend", "steps", "raster_steps", "folded_nodes", "segments",
+                           "fallbacks", "conversions", "transfers", "memory", "flops"}
+    assert report["ops_per_backend"] == {"numpy": 4}
+    assert report["steps"] == 4 and report["raster_steps"] == 0 and report["folded_nodes"] == 0
+    assert report["segments"] == [("numpy", 4)]
+    assert report["fallbacks"] == [] and report["conversions"] == 0
+    assert report["transfers"] == {"uploads": 0, "downloads": 0}  # numpy only: nothing crosses devices
+    # One FLOP per output element for mul, add, relu (N*12 each) and the int add (N).
+    assert report["flops"] == 3 * 12 * n + n
+    memory = report["memory"]["numpy"]
+    assert 0 < memory["planned_peak_bytes"] <= memory["naive_bytes"]
+
+
+def test_get_inputs_and_outputs_match_onnxruntime(model_path):
+    ours = wgnn.InferenceSession(model_path, providers=["numpy"])
+    theirs = ort.InferenceSession(model_proto().SerializeToString(), providers=["CPUExecutionProvider"])
+    for mine, ref in [(ours.get_inputs(), theirs.get_inputs()), (ours.get_outputs(), theirs.get_outputs())]:
+        assert [(a.name, a.shape, a.type) for a in mine] == [(a.name, a.shape, a.type) for a in ref]
+    assert [a.type for a in ours.get_inputs()] == ["tensor(float)", "tensor(int64)"]
+    assert ours.get_inputs()[0].shape == ["N", 3, 4]
+    assert ours.get_providers() == ["numpy"]
+
+
+def test_inference_session_run_selects_outputs(model_path):
+    session = wgnn.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    feeds = inputs(2)
+    k2, y = session.run(["k2", "y"], feeds)
+    np.testing.assert_array_equal(k2, feeds["k"] * 2)
+    np.testing.assert_allclose(y, expected(feeds)["y"], rtol=1e-6)
+
+
+def test_repeated_runs_are_identical_and_results_are_not_overwritten(model_path):
+    session = wgnn.InferenceSession(model_path, providers=["numpy"])
+    feeds_a, feeds_b = inputs(3, seed=10), inputs(3, seed=11)
+    first = session.run(None, feeds_a)
+    kept = [a.copy() for a in first]
+    second = session.run(None, feeds_a)
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert not np.shares_memory(a, b)
+    other = session.run(None, feeds_b)  # same shapes, so the same planned arena is reused
+    for a, k in zip(first, kept, strict=True):
+        np.testing.assert_array_equal(a, k)
+    check(dict(zip(["y", "k2"], other, strict=True)), feeds_b)
+    # Outputs of a session run are the caller's: writing to them changes nothing inside.
+    first[0][...] = -1.0
+    np.testing.assert_array_equal(session.run(None, feeds_a)[0], kept[0])

@@ -1,0 +1,134 @@
+"""Conv and ConvTranspose against onnx.reference (Conv) and onnxruntime (ConvTranspose: the
+reference mishandles group > 1, output_shape smaller than the full output and SAME_UPPER)."""
+import numpy as np
+import pytest
+from helpers import Const, assert_close, check_op, make_model, reference_outputs, run_wgnn
+from helpers import test_backends as backends_under_test
+from wgnn.engine.dtypes import DTYPE_TO_ONNX
+
+import wgnn
+
+rng = np.random.default_rng(0)
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def check_ort(op_type, inputs, attrs=None, *, outputs=1, opset=18):
+    """check_op against onnxruntime, with typed graph outputs (helpers.check_op's ort path leaves
+    them untyped, which onnxruntime refuses to load)."""
+    first = inputs[0].value if isinstance(inputs[0], Const) else inputs[0]
+    model = make_model(op_type, inputs, attrs, outputs=outputs, opset=opset,
+                       output_dtypes=[DTYPE_TO_ONNX[np.asarray(first).dtype.name]] * outputs)
+    feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs) if x is not None and not isinstance(x, Const)}
+    expected = reference_outputs(model, feeds, "ort")
+    for backend in backends_under_test():
+        for i, (got, want) in enumerate(zip(run_wgnn(model, feeds, backend), expected, strict=True)):
+            assert_close(got, want, what=f"{op_type} output {i} on {backend}", **TOL)
+
+
+# ------------------------------------------------------------------------------------------ Conv
+def test_conv_bias_asymmetric_pads():
+    check_op("Conv", [r(2, 5, 7, 6), Const(r(6, 5, 3, 3)), Const(r(6))], {"pads": [1, 0, 2, 1]}, **TOL)
+
+
+def test_conv_stride_dilation_odd_sizes():
+    check_op("Conv", [r(1, 3, 9, 8), Const(r(5, 3, 3, 2))], {"strides": [2, 3], "dilations": [2, 1],
+                                                             "pads": [1, 2, 0, 1]}, **TOL)
+
+
+def test_conv_groups():
+    check_op("Conv", [r(2, 6, 7, 5), Const(r(4, 3, 3, 3)), Const(r(4))], {"group": 2, "pads": [1, 1, 1, 1]}, **TOL)
+    check_op("Conv", [r(1, 6, 8, 7), Const(r(6, 2, 2, 3))], {"group": 3, "strides": [2, 2], "dilations": [2, 2]}, **TOL)
+
+
+def test_conv_depthwise():
+    check_op("Conv", [r(2, 5, 6, 7), Const(r(5, 1, 3, 3)), Const(r(5))], {"group": 5, "pads": [1, 1, 1, 1]}, **TOL)
+    # channel multiplier 2, stride 2
+    check_op("Conv", [r(1, 3, 7, 7), Const(r(6, 1, 3, 3))], {"group": 3, "strides": [2, 2]}, **TOL)
+
+
+@pytest.mark.parametrize("auto_pad", ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"])
+def test_conv_auto_pad(auto_pad):
+    check_op("Conv", [r(2, 5, 7, 6), Const(r(3, 5, 3, 2)), Const(r(3))],
+             {"auto_pad": auto_pad, "strides": [2, 2], "kernel_shape": [3, 2]}, **TOL)
+    check_op("Conv", [r(1, 3, 8, 5), Const(r(4, 3, 2, 2))], {"auto_pad": auto_pad}, **TOL)
+
+
+def test_conv_1x1():
+    check_op("Conv", [r(2, 5, 1, 1), Const(r(3, 5, 1, 1)), Const(r(3))], **TOL)
+    check_op("Conv", [r(1, 6, 1, 1), Const(r(4, 6, 3, 3))], {"pads": [1, 1, 1, 1]}, **TOL)
+    check_op("Conv", [r(2, 5, 4, 3), Const(r(7, 5, 1, 1))], **TOL)
+
+
+def test_conv_1d_and_3d():
+    check_op("Conv", [r(2, 5, 11), Const(r(4, 5, 3)), Const(r(4))], {"strides": [2], "pads": [2, 1], "dilations": [2]},
+             **TOL)
+    check_op("Conv", [r(1, 4, 9), Const(r(4, 2, 3))], {"group": 2, "auto_pad": "SAME_UPPER"}, **TOL)
+    check_op("Conv", [r(2, 3, 5, 4, 3), Const(r(4, 3, 2, 2, 2)), Const(r(4))], {"pads": [1, 0, 1, 0, 1, 1]}, **TOL)
+    check_op("Conv", [r(1, 4, 5, 6, 5), Const(r(4, 2, 3, 1, 2))], {"group": 2, "strides": [2, 1, 2]}, **TOL)
+
+
+def test_conv_runtime_weights_and_opsets():
+    check_op("Conv", [r(2, 5, 6, 5), r(3, 5, 3, 3), r(3)], {"pads": [1, 1, 1, 1]}, **TOL)
+    check_op("Conv", [r(1, 3, 6, 5), Const(r(2, 3, 3, 3))], {"auto_pad": "SAME_LOWER"}, opset=7, **TOL)
+    check_op("Conv", [r(1, 3, 6, 5), Const(r(2, 3, 3, 3))], opset=11, **TOL)
+
+
+def test_conv_empty_batch():
+    check_ort("Conv", [np.zeros((0, 3, 5, 5), np.float32), Const(r(2, 3, 3, 3)), Const(r(2))])
+    check_ort("ConvTranspose", [np.zeros((0, 3, 4, 4), np.float32), Const(r(3, 2, 2, 2))], {"strides": [2, 2]})
+
+
+def test_conv_float64():
+    x = rng.standard_normal((1, 3, 5, 6))
+    check_op("Conv", [x, Const(rng.standard_normal((4, 3, 3, 3)))], {"pads": [1, 1, 1, 1]}, rtol=1e-10, atol=1e-12)
+
+
+def test_conv_flops_and_shape_errors():
+    model = make_model("Conv", [r(2, 5, 7, 6), Const(r(6, 5, 3, 3))], {"pads": [1, 1, 1, 1]})
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    session.run(None, {"in0": r(2, 5, 7, 6)})
+    assert session.report()["flops"] == 2 * (2 * 6 * 7 * 6) * (5 * 3 * 3)  # 2 * MACs
+    bad = make_model("Conv", [r(2, 4, 7, 6), Const(r(6, 5, 3, 3))])
+    with pytest.raises(wgnn.ShapeError, match="4 channels, weight expects 5"):
+        wgnn.InferenceSession(bad.SerializeToString(), providers=["numpy"]).run(None, {"in0": r(2, 4, 7, 6)})
+    with pytest.raises(wgnn.ConversionError, match="kernel_shape"):
+        wgnn.convert(make_model("Conv", [r(1, 3, 5, 5), Const(r(2, 3, 3, 3))], {"kernel_shape": [2, 2]}))
+
+
+# -------------------------------------------------------------------------------- ConvTranspose
+def test_conv_transpose_basic():
+    check_ort("ConvTranspose", [r(2, 5, 4, 3), Const(r(5, 3, 3, 3)), Const(r(3))])
+    check_ort("ConvTranspose", [r(1, 3, 4, 5), Const(r(3, 2, 3, 2))], {"strides": [2, 3]})
+    check_ort("ConvTranspose", [r(2, 4, 3, 3), r(4, 3, 3, 3), r(6)], {"group": 2, "strides": [2, 2]})  # runtime W, B
+
+
+def test_conv_transpose_groups_and_depthwise():
+    check_ort("ConvTranspose", [r(2, 6, 4, 5), Const(r(6, 2, 3, 3)), Const(r(4))], {"group": 2, "strides": [2, 3]})
+    check_ort("ConvTranspose", [r(1, 6, 3, 4), Const(r(6, 1, 3, 3))], {"group": 6, "strides": [2, 2],
+                                                                         "pads": [1, 1, 1, 1]})
+
+
+def test_conv_transpose_pads_output_padding_dilations():
+    check_ort("ConvTranspose", [r(1, 3, 4, 5), Const(r(3, 2, 3, 3))],
+              {"strides": [2, 2], "pads": [1, 0, 0, 2], "output_padding": [1, 1], "dilations": [2, 1]})
+    check_ort("ConvTranspose", [r(2, 5, 3, 3), Const(r(5, 3, 2, 2)), Const(r(3))],
+              {"strides": [3, 2], "output_padding": [2, 1]})
+
+
+@pytest.mark.parametrize("auto_pad", ["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"])
+def test_conv_transpose_output_shape_and_auto_pad(auto_pad):
+    x, w = r(1, 3, 4, 5), Const(r(3, 2, 3, 3))
+    check_ort("ConvTranspose", [x, w], {"strides": [2, 2], "output_shape": [8, 9], "auto_pad": auto_pad})
+    check_ort("ConvTranspose", [x, w], {"strides": [2, 2], "output_shape": [10, 12], "auto_pad": auto_pad})
+    check_ort("ConvTranspose", [x, w], {"strides": [2, 3], "auto_pad": auto_pad})
+
+
+def test_conv_transpose_1d_3d_1x1():
+    check_ort("ConvTranspose", [r(2, 3, 5), Const(r(3, 4, 3)), Const(r(4))], {"strides": [3], "dilations": [2]})
+    check_ort("ConvTranspose", [r(1, 2, 3, 3, 2), Const(r(2, 2, 2, 2, 2))], {"strides": [2, 1, 2]})
+    check_ort("ConvTranspose", [r(2, 5, 1, 1), Const(r(5, 3, 1, 1))])
+    check_ort("ConvTranspose", [r(1, 5, 1, 1), Const(r(5, 3, 3, 3))], {"strides": [2, 2]})

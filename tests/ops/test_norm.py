@@ -1,0 +1,131 @@
+"""BatchNormalization (against onnxruntime: onnx.reference uses batch statistics for opset 9 and
+whenever `momentum` is set), LayerNormalization, InstanceNormalization."""
+import numpy as np
+import pytest
+from helpers import Const, assert_close, check_op, make_model, reference_outputs, run_wgnn
+from helpers import test_backends as backends_under_test
+from wgnn.engine.dtypes import DTYPE_TO_ONNX
+
+import wgnn
+
+rng = np.random.default_rng(0)
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def positive(*shape):
+    return (np.abs(r(*shape)) + 0.1).astype(np.float32)
+
+
+def check_ort(op_type, inputs, attrs=None, *, outputs=1, opset=18, output_dtypes=None, tol=TOL):
+    """check_op against onnxruntime, with typed graph outputs (helpers.check_op's ort path leaves
+    them untyped, which onnxruntime refuses to load); by default every output has X's type."""
+    first = inputs[0].value if isinstance(inputs[0], Const) else inputs[0]
+    output_dtypes = output_dtypes or [np.asarray(first).dtype.name] * outputs
+    model = make_model(op_type, inputs, attrs, outputs=outputs, opset=opset,
+                       output_dtypes=[DTYPE_TO_ONNX[d] for d in output_dtypes])
+    feeds = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs) if x is not None and not isinstance(x, Const)}
+    expected = reference_outputs(model, feeds, "ort")
+    for backend in backends_under_test():
+        for i, (got, want) in enumerate(zip(run_wgnn(model, feeds, backend), expected, strict=True)):
+            assert_close(got, want, what=f"{op_type} output {i} on {backend}", **tol)
+
+
+def bn_params(c, const=True):
+    wrap = Const if const else (lambda v: v)
+    return [wrap(r(c)), wrap(r(c)), wrap(r(c)), wrap(positive(c))]
+
+
+# ---------------------------------------------------------------------------- BatchNormalization
+@pytest.mark.parametrize("opset", [7, 9, 14, 15])
+def test_batch_norm_opsets_with_momentum(opset):
+    check_ort("BatchNormalization", [r(2, 5, 4, 3), *bn_params(5)], {"momentum": 0.8, "epsilon": 1e-3}, opset=opset)
+    check_ort("BatchNormalization", [r(2, 6, 7), *bn_params(6)], {"momentum": 0.9}, opset=opset)
+
+
+def test_batch_norm_shapes():
+    check_ort("BatchNormalization", [r(3, 5), *bn_params(5)], opset=15)  # (N, C)
+    check_ort("BatchNormalization", [r(2, 3, 1, 1), *bn_params(3)], opset=15)
+    check_ort("BatchNormalization", [r(1, 3, 2, 3, 4), *bn_params(3)], opset=15)
+    check_ort("BatchNormalization", [r(2, 5, 4, 3), *bn_params(5, const=False)], opset=15)  # runtime params
+
+
+def test_batch_norm_opset15_mixed_types():
+    # BatchNormalization-15: float16 X with float32 scale/bias/mean/var.
+    x = r(2, 3, 4, 5).astype(np.float16)
+    check_ort("BatchNormalization", [x, *bn_params(3)], opset=15, tol={"rtol": 2e-3, "atol": 2e-3})
+
+
+def test_norm_empty_batch():
+    empty = np.zeros((0, 3, 4), np.float32)
+    check_ort("BatchNormalization", [empty, *bn_params(3)], opset=15)
+    check_ort("InstanceNormalization", [empty, Const(r(3)), Const(r(3))])
+    check_ort("LayerNormalization", [empty, Const(r(4))], opset=17)
+
+
+def test_batch_norm_spatial0_opset7():
+    params = [Const(r(5, 4, 3)), Const(r(5, 4, 3)), Const(r(5, 4, 3)), Const(positive(5, 4, 3))]
+    check_ort("BatchNormalization", [r(2, 5, 4, 3), *params], {"spatial": 0}, opset=7)
+
+
+def test_batch_norm_training_is_rejected():
+    with pytest.raises(wgnn.ConversionError, match="training_mode"):
+        wgnn.convert(make_model("BatchNormalization", [r(2, 5, 3), *bn_params(5)], {"training_mode": 1}, opset=15))
+    with pytest.raises(wgnn.ConversionError, match="training outputs"):
+        wgnn.convert(make_model("BatchNormalization", [r(2, 5, 3), *bn_params(5)], outputs=3, opset=15))
+
+
+def test_batch_norm_bad_param_shape():
+    model = make_model("BatchNormalization", [r(2, 5, 3), Const(r(4)), Const(r(5)), Const(r(5)), Const(positive(5))],
+                       opset=15)
+    with pytest.raises(wgnn.ShapeError, match="expected \\(5,\\)"):
+        wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, {"in0": r(2, 5, 3)})
+
+
+# ---------------------------------------------------------------------------- LayerNormalization
+@pytest.mark.parametrize("axis", [-1, -2, 1, 0])
+def test_layer_norm_axes(axis):
+    x = r(2, 5, 4, 3)
+    normalized = x.shape[axis:]
+    check_op("LayerNormalization", [x, Const(r(*normalized)), Const(r(*normalized))], {"axis": axis}, opset=17, **TOL)
+
+
+def test_layer_norm_no_bias_epsilon_broadcast_scale():
+    x = r(2, 6, 5)
+    check_op("LayerNormalization", [x, Const(r(5))], {"epsilon": 1e-2}, opset=17, **TOL)
+    check_op("LayerNormalization", [x, Const(r(1, 5)), Const(r(5))], {"axis": 1}, opset=17, **TOL)
+    check_op("LayerNormalization", [x, r(5), r(5)], opset=17, **TOL)  # runtime scale and bias
+
+
+def test_layer_norm_mean_and_inv_std_outputs():
+    x = r(3, 5, 7)
+    check_op("LayerNormalization", [x, Const(r(7)), Const(r(7))], outputs=3, opset=17, **TOL)
+    check_op("LayerNormalization", [x, Const(r(5, 7))], {"axis": 1}, outputs=3, opset=17, **TOL)
+
+
+def test_layer_norm_other_float_types():
+    """Mean and InvStdDev have the stash type (float32), as in onnxruntime; onnx.reference gives
+    them X's type and implements no other stash_type."""
+    x = rng.standard_normal((2, 3, 6))
+    check_ort("LayerNormalization", [x, Const(rng.standard_normal(6)), Const(rng.standard_normal(6))], outputs=3,
+              opset=17, output_dtypes=["float64", "float32", "float32"])
+    half = x.astype(np.float16)
+    check_ort("LayerNormalization", [half, Const(rng.standard_normal(6).astype(np.float16))], outputs=3, opset=17,
+              output_dtypes=["float16", "float32", "float32"], tol={"rtol": 2e-3, "atol": 2e-3})
+
+
+def test_layer_norm_bad_scale():
+    model = make_model("LayerNormalization", [r(2, 5, 4), Const(r(5))], opset=17)
+    with pytest.raises(wgnn.ShapeError, match="normalized axes"):
+        wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, {"in0": r(2, 5, 4)})
+
+
+# ------------------------------------------------------------------------- InstanceNormalization
+def test_instance_norm():
+    check_op("InstanceNormalization", [r(2, 5, 4, 3), Const(r(5)), Const(r(5))], {"epsilon": 1e-3}, **TOL)
+    check_op("InstanceNormalization", [r(2, 3, 7), Const(r(3)), Const(r(3))], **TOL)
+    check_op("InstanceNormalization", [r(1, 6, 3, 2, 4), r(6), r(6)], **TOL)
+    check_op("InstanceNormalization", [r(2, 3, 1, 5), Const(r(3)), Const(r(3))], opset=6, **TOL)

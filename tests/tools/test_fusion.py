@@ -1,0 +1,180 @@
+"""Converter fusion passes: BatchNorm folded into Conv, bias Add folded into MatMul, activations
+fused into Conv / ConvTranspose / MatMul. Each case checks the nodes left after conversion and
+that the fused model still computes what onnxruntime computes on the original."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from wgnn.models.format import model_to_bytes
+
+import wgnn
+
+rng = np.random.default_rng(0)
+FLOAT = TensorProto.FLOAT
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def build(nodes, inputs: dict, outputs: list[str], initializers: dict, opset: int = 13):
+    graph = helper.make_graph(
+        nodes, "fusion",
+        [helper.make_tensor_value_info(name, FLOAT, shape) for name, shape in inputs.items()],
+        [helper.make_tensor_value_info(name, FLOAT, None) for name in outputs],
+        [numpy_helper.from_array(value, name) for name, value in initializers.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def check(model, feeds: dict, expected_ops: list[str]):
+    """Converted node op types are expected_ops; outputs match onnxruntime's. Returns the graph."""
+    converted = wgnn.convert(model)
+    graph = converted.graph
+    assert [n.op_type for n in graph.nodes] == expected_ops
+    data = model.SerializeToString()
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
+    # From the ONNX bytes, and from the .wgnn file (fused attributes survive the format).
+    for source in (data, model_to_bytes(converted)):
+        got = wgnn.InferenceSession(source, providers=["numpy"]).run(None, feeds)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return graph
+
+
+def bn_initializers(c: int) -> dict:
+    return {"gamma": r(c), "beta": r(c), "mean": r(c), "var": (np.abs(r(c)) + 0.1).astype(np.float32)}
+
+
+BN = helper.make_node("BatchNormalization", ["y", "gamma", "beta", "mean", "var"], ["z"], epsilon=1e-3)
+
+
+# ----------------------------------------------------------------------------- BatchNorm -> Conv
+@pytest.mark.parametrize("bias", [True, False])
+def test_batchnorm_folds_into_conv(bias):
+    conv = helper.make_node("Conv", ["x", "w"] + (["b"] if bias else []), ["y"], pads=[1, 1, 1, 1], group=2)
+    inits = {"w": r(6, 3, 3, 3), **({"b": r(6)} if bias else {}), **bn_initializers(6)}
+    graph = check(build([conv, BN], {"x": [2, 6, 5, 4]}, ["z"], inits), {"x": r(2, 6, 5, 4)}, ["Conv"])
+    node = graph.nodes[0]
+    assert node.outputs == ["z"] and len(node.inputs) == 3
+    assert set(graph.initializers) == {node.inputs[1], node.inputs[2]}  # the originals are dropped
+
+
+def test_batchnorm_and_relu_fold_into_conv():
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 2]), BN,
+             helper.make_node("Relu", ["z"], ["out"])]
+    inits = {"w": r(5, 3, 3, 3), "b": r(5), **bn_initializers(5)}
+    graph = check(build(nodes, {"x": [1, 3, 7, 6]}, ["out"], inits), {"x": r(1, 3, 7, 6)}, ["Conv"])
+    assert graph.nodes[0].attrs["activation"] == "relu"
+
+
+def test_batchnorm_not_folded_when_conv_output_is_shared_or_params_are_inputs():
+    conv = helper.make_node("Conv", ["x", "w"], ["y"])
+    other = helper.make_node("Sigmoid", ["y"], ["s"])
+    inits = {"w": r(4, 3, 1, 1), **bn_initializers(4)}
+    check(build([conv, BN, other], {"x": [1, 3, 4, 4]}, ["z", "s"], inits), {"x": r(1, 3, 4, 4)},
+          ["Conv", "BatchNorm", "Unary"])
+    # the Conv output is itself a graph output
+    check(build([conv, BN], {"x": [1, 3, 4, 4]}, ["z", "y"], inits), {"x": r(1, 3, 4, 4)}, ["Conv", "BatchNorm"])
+    # statistics fed at run time
+    stats = bn_initializers(4)
+    feeds = {"x": r(1, 3, 4, 4), "mean": stats.pop("mean")}
+    model = build([conv, BN], {"x": [1, 3, 4, 4], "mean": [4]}, ["z"], {"w": r(4, 3, 1, 1), **stats})
+    check(model, feeds, ["Conv", "BatchNorm"])
+
+
+# --------------------------------------------------------------------------- activation fusion
+ACTIVATIONS = [
+    ("Relu", {}, [], "relu"),
+    ("LeakyRelu", {"alpha": 0.2}, [], "leaky_relu"),
+    ("Sigmoid", {}, [], "sigmoid"),
+    ("HardSwish", {}, [], "hard_swish"),
+    ("Tanh", {}, [], "tanh"),
+    ("Clip", {}, ["lo", "hi"], "clip"),
+]
+
+
+def _activation(op, attrs, extra, src="y", dst="out"):
+    return helper.make_node(op, [src, *extra], [dst], **attrs)
+
+
+def _clip_bounds():
+    return {"lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)}
+
+
+@pytest.mark.parametrize("op, attrs, extra, kind", ACTIVATIONS)
+def test_activation_fuses_into_conv(op, attrs, extra, kind):
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[0, 1, 1, 0]), _activation(op, attrs, extra)]
+    model = build(nodes, {"x": [2, 5, 6, 5]}, ["out"], {"w": r(3, 5, 2, 2), "b": r(3), **_clip_bounds()}, opset=14)
+    graph = check(model, {"x": r(2, 5, 6, 5)}, ["Conv"])
+    assert graph.nodes[0].attrs["activation"] == kind and graph.nodes[0].outputs == ["out"]
+
+
+@pytest.mark.parametrize("op, attrs, extra, kind", ACTIVATIONS)
+def test_activation_fuses_into_matmul_and_gemm(op, attrs, extra, kind):
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), _activation(op, attrs, extra)]
+    model = build(nodes, {"x": [2, 4, 3]}, ["out"], {"w": r(3, 5), **_clip_bounds()}, opset=14)
+    assert check(model, {"x": r(2, 4, 3)}, ["MatMul"]).nodes[0].attrs["activation"] == kind
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1, alpha=0.5), _activation(op, attrs, extra)]
+    model = build(nodes, {"x": [4, 3]}, ["out"], {"w": r(5, 3), "c": r(5), **_clip_bounds()}, opset=14)
+    assert check(model, {"x": r(4, 3)}, ["MatMul"]).nodes[0].attrs["activation"] == kind
+
+
+def test_activation_fuses_into_conv_transpose():
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], group=2),
+             helper.make_node("LeakyRelu", ["y"], ["out"], alpha=0.1)]
+    model = build(nodes, {"x": [1, 4, 3, 4]}, ["out"], {"w": r(4, 3, 3, 3), "b": r(6)})
+    check(model, {"x": r(1, 4, 3, 4)}, ["ConvTranspose"])
+
+
+def test_activation_not_fused_when_output_is_observed():
+    conv = helper.make_node("Conv", ["x", "w"], ["y"])
+    relu = helper.make_node("Relu", ["y"], ["out"])
+    inits = {"w": r(3, 2, 3, 3)}
+    check(build([conv, relu], {"x": [1, 2, 5, 5]}, ["out", "y"], inits), {"x": r(1, 2, 5, 5)}, ["Conv", "Unary"])
+    twice = helper.make_node("Add", ["y", "out"], ["sum"])
+    check(build([conv, relu, twice], {"x": [1, 2, 5, 5]}, ["sum"], inits), {"x": r(1, 2, 5, 5)},
+          ["Conv", "Unary", "Binary"])
+    # a second activation stays a node: the first one is already fused
+    clip = helper.make_node("Clip", ["out", "lo", "hi"], ["out2"])
+    model = build([conv, relu, clip], {"x": [1, 2, 5, 5]}, ["out2"], {**inits, **_clip_bounds()})
+    check(model, {"x": r(1, 2, 5, 5)}, ["Conv", "Unary"])
+    # Erf is not a fusable activation
+    erf = helper.make_node("Erf", ["y"], ["out"])
+    check(build([conv, erf], {"x": [1, 2, 5, 5]}, ["out"], inits), {"x": r(1, 2, 5, 5)}, ["Conv", "Unary"])
+
+
+# --------------------------------------------------------------------------- bias Add -> MatMul
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("bias_shape", [(5,), (1,), ()])
+def test_bias_add_folds_into_matmul(bias_shape, swap):
+    add_inputs = ["bias", "y"] if swap else ["y", "bias"]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", add_inputs, ["z"]),
+             helper.make_node("Relu", ["z"], ["out"])]
+    model = build(nodes, {"x": [2, 4, 3]}, ["out"], {"w": r(3, 5), "bias": r(*bias_shape)})
+    node = check(model, {"x": r(2, 4, 3)}, ["MatMul"]).nodes[0]
+    assert len(node.inputs) == 3 and node.attrs["activation"] == "relu"
+
+
+def test_bias_add_merges_with_gemm_bias():
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["y"], beta=0.5, transA=1),
+             helper.make_node("Add", ["y", "bias"], ["out"])]
+    model = build(nodes, {"x": [3, 4]}, ["out"], {"w": r(3, 6), "c": r(4, 1), "bias": r(6)})
+    check(model, {"x": r(3, 4)}, ["MatMul"])
+
+
+def test_bias_add_not_folded():
+    matmul = helper.make_node("MatMul", ["x", "w"], ["y"])
+    add = helper.make_node("Add", ["y", "bias"], ["out"])
+    # a 2-D bias could enlarge a 1-D product
+    check(build([matmul, add], {"x": [4, 3]}, ["out"], {"w": r(3, 5), "bias": r(1, 5)}), {"x": r(4, 3)},
+          ["MatMul", "Binary"])
+    # a bias that is not a vector over the columns
+    check(build([matmul, add], {"x": [4, 3]}, ["out"], {"w": r(3, 5), "bias": r(4, 1)}), {"x": r(4, 3)},
+          ["MatMul", "Binary"])
+    # a bias fed at run time, and a weight fed at run time
+    check(build([matmul, add], {"x": [4, 3], "bias": [5]}, ["out"], {"w": r(3, 5)}), {"x": r(4, 3), "bias": r(5)},
+          ["MatMul", "Binary"])
+    check(build([matmul, add], {"x": [4, 3], "w": [3, 5]}, ["out"], {"bias": r(5)}),
+          {"x": r(4, 3), "w": r(3, 5)}, ["MatMul", "Binary"])

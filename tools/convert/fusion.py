@@ -1,0 +1,155 @@
+"""Fusion passes run after constant folding (see passes.optimize_graph).
+
+- fold_batchnorm_into_conv: Conv -> BatchNorm with constant parameters becomes one Conv with
+  rescaled weights and a new bias.
+- fold_bias_add_into_matmul: MatMul -> Add(constant vector) becomes MatMul with a bias input.
+- fuse_activations: Conv / ConvTranspose / MatMul -> Unary(relu, clip, ...) becomes the producer
+  with a fused `activation` attribute (applied in its epilogue, after the bias).
+
+A producer is only rewritten when the fused-away tensor has exactly one reader and is not a graph
+output, so no other node can observe the difference.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ...engine.graph import Graph, Node
+from ...engine.ops import load_ops
+from ...engine.ops.base import get_op
+
+log = logging.getLogger("wgnn.convert")
+
+FUSABLE_ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_swish", "tanh")
+ACTIVATION_HOSTS = ("Conv", "ConvTranspose", "MatMul")
+
+
+class _Rewriter:
+    """Producer/reader maps of a graph and bookkeeping for one pass."""
+
+    def __init__(self, graph: Graph):
+        load_ops()
+        self.graph = graph
+        self.producers = graph.producers()
+        self.consumers = graph.consumers()
+        self.outputs = {t.name for t in graph.outputs}
+        self.taken = graph.tensor_names()
+        self.removed: set[int] = set()
+
+    def sole_reader(self, name: str, reader: Node) -> bool:
+        """Whether reader is the only node reading tensor name, once, and no graph output is it."""
+        readers = self.consumers.get(name, [])
+        return name not in self.outputs and len(readers) == 1 and readers[0] is reader
+
+    def producer(self, name: str, op_types) -> Node | None:
+        node = self.producers.get(name)
+        if node is None or id(node) in self.removed or node.op_type not in op_types:
+            return None
+        return node
+
+    def add_initializer(self, value: np.ndarray, base: str) -> str:
+        name, i = base, 0
+        while name in self.taken:
+            i += 1
+            name = f"{base}_{i}"
+        self.taken.add(name)
+        self.graph.initializers[name] = np.ascontiguousarray(value)
+        return name
+
+    def absorb(self, host: Node, node: Node) -> None:
+        """host takes over node's output; node disappears."""
+        host.outputs = [node.outputs[0], *host.outputs[1:]]
+        self.producers[node.outputs[0]] = host
+        self.removed.add(id(node))
+
+    def finish(self, what: str) -> None:
+        if self.removed:
+            log.debug("%s: %d node(s) fused", what, len(self.removed))
+            self.graph.nodes = [n for n in self.graph.nodes if id(n) not in self.removed]
+
+
+def fold_batchnorm_into_conv(graph: Graph) -> None:
+    """W' = W * s, b' = (b - mean) * s + beta with s = gamma / sqrt(var + eps), per output channel."""
+    rw = _Rewriter(graph)
+    for bn in graph.nodes:
+        if bn.op_type != "BatchNorm":
+            continue
+        conv = rw.producer(bn.inputs[0], ("Conv",))
+        if conv is None or conv.attrs.get("activation") or not rw.sole_reader(bn.inputs[0], bn):
+            continue
+        weight = graph.initializers.get(conv.inputs[1])
+        bias_name = conv.input(2)
+        bias = graph.initializers.get(bias_name) if bias_name else None
+        params = [graph.initializers.get(name) for name in bn.inputs[1:5]]
+        if weight is None or (bias_name and bias is None) or any(p is None for p in params):
+            continue
+        channels = weight.shape[0]
+        if any(p.shape != (channels,) for p in params):
+            continue  # per-activation (spatial=0) statistics cannot fold into per-channel weights
+        gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+        scale = gamma / np.sqrt(var + get_op("BatchNorm").resolve_attrs(bn)["epsilon"])
+        new_weight = weight.astype(np.float64) * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+        old_bias = bias.astype(np.float64) if bias is not None else 0.0
+        new_bias = (old_bias - mean) * scale + beta
+        conv.inputs = [conv.inputs[0],
+                       rw.add_initializer(new_weight.astype(weight.dtype), f"{conv.name}/bn_weight"),
+                       rw.add_initializer(new_bias.astype(weight.dtype), f"{conv.name}/bn_bias")]
+        rw.absorb(conv, bn)
+    rw.finish("fold_batchnorm_into_conv")
+
+
+def fold_bias_add_into_matmul(graph: Graph) -> None:
+    """Add(MatMul(A, B), c) with c a constant of shape (), (1,) or (N,) (N = columns of a constant
+    B) becomes MatMul(A, B, bias). Such a c broadcasts onto the product without enlarging it. An
+    existing constant bias C merges: beta * C + c, beta = 1."""
+    rw = _Rewriter(graph)
+    for add in graph.nodes:
+        if add.op_type != "Binary" or add.attrs.get("kind") != "add" or len(add.inputs) != 2:
+            continue
+        for mm_index in (0, 1):
+            name, other = add.inputs[mm_index], add.inputs[1 - mm_index]
+            mm = rw.producer(name, ("MatMul",))
+            vector = graph.initializers.get(other)
+            if mm is None or vector is None or mm.attrs.get("activation") or not rw.sole_reader(name, add):
+                continue
+            weight = graph.initializers.get(mm.inputs[1])
+            if weight is None or weight.ndim < 2 or vector.dtype != weight.dtype:
+                continue
+            attrs = get_op("MatMul").resolve_attrs(mm)
+            columns = weight.shape[-2] if attrs["trans_b"] else weight.shape[-1]
+            if vector.ndim > 1 or vector.size not in (1, columns):
+                continue
+            bias_name = mm.input(2)
+            if bias_name:
+                old = graph.initializers.get(bias_name)
+                if old is None:
+                    continue
+                merged = (old.astype(np.float64) * attrs["beta"] + vector.astype(np.float64)).astype(vector.dtype)
+                bias_name = rw.add_initializer(merged, f"{mm.name}/bias")
+            else:
+                bias_name = other
+            mm.inputs = [mm.inputs[0], mm.inputs[1], bias_name]
+            mm.attrs["beta"] = 1.0
+            rw.absorb(mm, add)
+            break
+    rw.finish("fold_bias_add_into_matmul")
+
+
+def fuse_activations(graph: Graph) -> None:
+    rw = _Rewriter(graph)
+    for act in graph.nodes:
+        if act.op_type != "Unary" or act.attrs.get("kind") not in FUSABLE_ACTIVATIONS:
+            continue
+        host = rw.producer(act.inputs[0], ACTIVATION_HOSTS)
+        if host is None or host.attrs.get("activation") or not rw.sole_reader(act.inputs[0], act):
+            continue
+        host.attrs.update(activation=act.attrs["kind"], activation_alpha=float(act.attrs.get("alpha", 0.0)),
+                          activation_beta=float(act.attrs.get("beta", 0.0)))
+        rw.absorb(host, act)
+    rw.finish("fuse_activations")
+
+
+# In order: BatchNorm folding and bias folding must see the bare producer, before an activation
+# is fused into it (the activation comes after bias and normalization).
+FUSION_PASSES = (fold_batchnorm_into_conv, fold_bias_add_into_matmul, fuse_activations)
