@@ -196,6 +196,34 @@ def _providers(values: list[str] | None) -> tuple[str, ...]:
 
 
 # ----------------------------------------------------------------------------------- commands
+def _config(args):
+    from ..engine.config import Config
+
+    return Config(providers=_providers(args.provider), adapter=getattr(args, "adapter", None))
+
+
+def cmd_adapters(args) -> int:
+    from .. import adapters
+    from ..backends.wgpu.context import gpu_available, select_adapter
+
+    found = adapters()
+    if args.json:
+        print(json.dumps({"adapters": found, "unavailable": gpu_available()}, indent=2))
+        return 0
+    if not found:
+        print(f"no GPU adapter: {gpu_available()}")
+        return 1
+    best = select_adapter(None)
+    rows = [[("*" if a["index"] == best else "") + str(a["index"]), a["name"], a["backend"], a["adapter_type"],
+             a["driver"], ", ".join(a["features"]) or "-",
+             _human_bytes(a["limits"].get("max-storage-buffer-binding-size", 0)),
+             a["limits"].get("max-texture-dimension-3d", "-"),
+             a["limits"].get("max-compute-workgroups-per-dimension", "-")] for a in found]
+    print(table(["#", "name", "backend", "type", "driver", "features", "max binding", "max 3D tex", "max groups"], rows))
+    print("* = chosen by default (set WGNN_ADAPTER or --adapter to pick another)")
+    return 0
+
+
 def cmd_convert(args) -> int:
     """ONNX -> .wgnn, with a summary of what changed."""
     from ..models.format import save_model
@@ -241,7 +269,7 @@ def cmd_info(args) -> int:
     interp = Interpreter(path)
     graph = interp.graph
     shapes = resolve_shapes(graph.inputs, parse_shape_options(args.shape))
-    session = interp.create_session(providers=_providers(args.provider))
+    session = interp.create_session(_config(args))
     session.resize(shapes)
     report = session.report()
     info = {
@@ -321,7 +349,7 @@ def cmd_run(args) -> int:
     sources.update({t.name: "random" for t in missing})
 
     providers = _providers(args.provider)
-    session = interp.create_session(providers=providers)
+    session = interp.create_session(_config(args))
     start = time.perf_counter()
     outputs = session.run(feeds)
     seconds = time.perf_counter() - start
@@ -362,7 +390,7 @@ def cmd_demo(args) -> int:
     from .demo import format_demo, run_demo
 
     result = run_demo(args.model, providers=_providers(args.provider) if args.provider else None,
-                      runs=args.runs, batch=args.batch, seed=args.seed)
+                      runs=args.runs, batch=args.batch, seed=args.seed, adapter=args.adapter)
     print(json.dumps(result, indent=2) if args.json else format_demo(result))
     return 0
 
@@ -392,6 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
     shape_help = "input shape NAME=D0,D1,... (repeatable); symbolic dims default to 1"
     provider_help = "backend(s) in order of preference, e.g. wgpu,numpy (repeatable; default numpy)"
 
+    adapter_help = "GPU adapter: index, name substring, vulkan/metal/d3d12/gl, high-performance or low-power"
+
+    p = sub.add_parser("adapters", help="list the GPU adapters wgpu finds, with features and limits")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_adapters)
+
     p = sub.add_parser("convert", help="convert an ONNX model to .wgnn")
     p.add_argument("input", help="the .onnx model")
     p.add_argument("output", help="the .wgnn file to write")
@@ -403,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="a .wgnn or .onnx model")
     p.add_argument("--shape", action="append", metavar="NAME=DIMS", help=shape_help)
     p.add_argument("--provider", action="append", help=provider_help)
+    p.add_argument("--adapter", help=adapter_help)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_info)
 
@@ -413,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", choices=["onnxruntime"], help="also run the ONNX model in onnxruntime and compare")
     p.add_argument("--tolerance", type=float, default=1e-4, help="max rel error allowed by --compare (default 1e-4)")
     p.add_argument("--provider", action="append", help=provider_help)
+    p.add_argument("--adapter", help=adapter_help)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_run)
@@ -422,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", action="append", help="backends (default: wgpu,numpy when wgpu is available)")
     p.add_argument("--runs", type=int, default=5, help="timed runs (default 5)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--adapter", help=adapter_help)
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_demo)

@@ -22,15 +22,18 @@ def best_providers() -> tuple[str, ...]:
     return ("wgpu", "numpy") if "wgpu" in BACKENDS else ("numpy",)
 
 
-def run_demo(name: str = "mobilenetv2", *, providers=None, runs: int = 5, batch: int = 1, seed: int = 0) -> dict:
+def run_demo(name: str = "mobilenetv2", *, providers=None, runs: int = 5, batch: int = 1, seed: int = 0,
+             adapter=None) -> dict:
     """Run zoo model `name`; returns what format_demo prints (also the --json output).
 
     Arguments:
         providers: backends in order of preference; default best_providers(). When the default
             picks wgpu but no adapter works, the demo falls back to numpy and says so.
         runs: timed runs after the first (which includes planning).
+        adapter: GPU adapter choice (see wgnn.Config).
     """
     from ..engine.api import InferenceSession
+    from ..engine.config import Config
     from ..models.zoo import build, example_inputs
     from .cli import compare_outputs, onnxruntime_outputs, summarize
 
@@ -48,7 +51,7 @@ def run_demo(name: str = "mobilenetv2", *, providers=None, runs: int = 5, batch:
 
     def start(backends):
         t0 = time.perf_counter()
-        session = InferenceSession(model, providers=list(backends))
+        session = InferenceSession(model, config=Config(providers=tuple(backends), adapter=adapter))
         t1 = time.perf_counter()
         outputs = session.run(None, feeds)
         return session, outputs, t1 - t0, time.perf_counter() - t1
@@ -74,6 +77,7 @@ def run_demo(name: str = "mobilenetv2", *, providers=None, runs: int = 5, batch:
         "onnx_nodes": len(model.graph.node),
         "parameters": int(sum(math.prod(t.dims) for t in model.graph.initializer)),
         "providers": list(chosen),
+        "adapter": next((b.context.name for b in session.session.backends if hasattr(b, "context")), None),
         "ops_per_backend": report["ops_per_backend"],
         "fallbacks": len(report["fallbacks"]),
         "inputs": [{"name": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in feeds.items()],
@@ -103,6 +107,8 @@ def format_demo(result: dict) -> str:
         (f"backend:   {used}  [providers: {', '.join(result['providers'])}; "
          f"{result['fallbacks']} fallback op(s)]"),
     ]
+    if result.get("adapter"):
+        lines.append(f"adapter:   {result['adapter']}")
     lines += [f"input:     {i['name']} {i['shape']} {i['dtype']}" for i in result["inputs"]]
     lines += [f"output:    {o['name']} {o['shape']} {o['dtype']}  min {o['min']:.4g}  max {o['max']:.4g}  "
               f"mean {o['mean']:.4g}" if o["min"] is not None else f"output:    {o['name']} {o['shape']} (empty)"

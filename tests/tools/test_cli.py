@@ -249,3 +249,17 @@ def test_demo_text_on_the_best_backend():
 def test_demo_unknown_model_is_an_argparse_error():
     result = wgnn_cli("demo", "--model", "vgg")
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_adapters_command_lists_gpus_or_says_why():
+    result = subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "adapters", "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["adapters"] or data["unavailable"]
+    for adapter in data["adapters"]:
+        assert adapter["backend"] and "max-storage-buffer-binding-size" in adapter["limits"]
+    table_run = subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "adapters"], capture_output=True, text=True,
+                               timeout=120)
+    if data["adapters"]:
+        assert table_run.returncode == 0 and data["adapters"][0]["name"] in table_run.stdout
