@@ -38,7 +38,7 @@ class Step:
 class Execution:
     """One step bound to a backend."""
 
-    def __init__(self, backend: "Backend", step: Step):
+    def __init__(self, backend: Backend, step: Step):
         self.backend = backend
         self.step = step
         self.attrs = step.attrs

@@ -14,7 +14,7 @@ from .ops.base import OPS
 
 def load_model(source) -> Model:
     """A Model from a .wgnn or .onnx path, their bytes, an onnx ModelProto or a Model."""
-    from ..models.format import MAGIC_OFFSET, FILE_IDENTIFIER, read_model
+    from ..models.format import FILE_IDENTIFIER, MAGIC_OFFSET, read_model
 
     if isinstance(source, Model):
         return source

@@ -13,7 +13,7 @@ from .errors import InputError, UnsupportedOpError, WgnnError
 from .geometry import finalize
 from .graph import Node
 from .memory import Lifetime, MemoryPlan, plan_memory
-from .ops.base import InferContext, OPS, TensorSpec
+from .ops.base import OPS, InferContext
 from .shapes import ShapeResult, bind_input_shapes, infer_shapes
 
 log = logging.getLogger("wgnn")

@@ -35,7 +35,8 @@ class ShapeResult:
     symbols: dict[str, int] = field(default_factory=dict)
 
 
-def bind_input_shapes(inputs: list[TensorInfo], shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, TensorSpec], dict[str, int]]:
+def bind_input_shapes(inputs: list[TensorInfo],
+                      shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, TensorSpec], dict[str, int]]:
     """Concrete specs of the graph inputs; symbolic dims take the given sizes and must agree."""
     unknown = set(shapes) - {t.name for t in inputs}
     if unknown:
@@ -60,10 +61,9 @@ def bind_input_shapes(inputs: list[TensorInfo], shapes: dict[str, tuple[int, ...
                 if isinstance(want, int) and want >= 0 and want != got:
                     raise InputError(f'input "{info.name}": dim {axis} must be {want} '
                                      f"(shape {_show(declared)}), got shape {list(given)}")
-                if isinstance(want, str) and want:
-                    if symbols.setdefault(want, got) != got:
-                        raise InputError(f'input "{info.name}": dim {axis} is "{want}" = '
-                                         f"{symbols[want]} in another input, got {got}")
+                if isinstance(want, str) and want and symbols.setdefault(want, got) != got:
+                    raise InputError(f'input "{info.name}": dim {axis} is "{want}" = '
+                                     f"{symbols[want]} in another input, got {got}")
         if any(d < 0 for d in given):
             raise InputError(f'input "{info.name}": negative dim in shape {list(given)}')
         specs[info.name] = TensorSpec(given, info.dtype or "float32")

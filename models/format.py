@@ -166,7 +166,7 @@ def _attr_kind(node: Node, key: str, value) -> int:
     spec = OPS.get(node.op_type).attrs.get(key) if node.op_type in OPS else None
     if spec is not None:
         return getattr(AttrType, spec.type.upper())
-    if isinstance(value, bool) or isinstance(value, (int, np.integer)):
+    if isinstance(value, (bool, int, np.integer)):
         return AttrType.INT
     if isinstance(value, (float, np.floating)):
         return AttrType.FLOAT

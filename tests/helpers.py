@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-
-import wgnn
 from wgnn.engine.dtypes import DTYPE_TO_ONNX
 from wgnn.models.format import model_to_bytes, read_model
+
+import wgnn
 
 
 @dataclass
@@ -134,7 +134,7 @@ def check_op(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: 
         assert len(results) == len(expected)
         # GPU math (exp, erf, division) is not bit-exact with numpy: float32 ulps, not more.
         gpu = backend.startswith("wgpu")
-        tol = dict(rtol=max(rtol, 1e-4), atol=max(atol, 1e-5)) if gpu else dict(rtol=rtol, atol=atol)
+        tol = {"rtol": max(rtol, 1e-4), "atol": max(atol, 1e-5)} if gpu else {"rtol": rtol, "atol": atol}
         for i, (got, want) in enumerate(zip(results, expected)):
             assert_close(got, want, **tol, what=f"{op_type} output {i} on {backend}")
     return results

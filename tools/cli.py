@@ -219,7 +219,8 @@ def cmd_adapters(args) -> int:
              _human_bytes(a["limits"].get("max-storage-buffer-binding-size", 0)),
              a["limits"].get("max-texture-dimension-3d", "-"),
              a["limits"].get("max-compute-workgroups-per-dimension", "-")] for a in found]
-    print(table(["#", "name", "backend", "type", "driver", "features", "max binding", "max 3D tex", "max groups"], rows))
+    headers = ["#", "name", "backend", "type", "driver", "features", "max binding", "max 3D tex", "max groups"]
+    print(table(headers, rows))
     print("* = chosen by default (set WGNN_ADAPTER or --adapter to pick another)")
     return 0
 

@@ -10,8 +10,16 @@ __version__ = "0.1.0"
 
 from .engine.api import InferenceSession, NodeArg
 from .engine.config import Config
-from .engine.errors import (AdapterError, ConversionError, FormatVersionError, InputError,
-                            ModelError, ShapeError, UnsupportedOpError, WgnnError)
+from .engine.errors import (
+    AdapterError,
+    ConversionError,
+    FormatVersionError,
+    InputError,
+    ModelError,
+    ShapeError,
+    UnsupportedOpError,
+    WgnnError,
+)
 from .engine.graph import Graph, Model, Node, TensorInfo
 from .engine.interpreter import Interpreter, load_model
 from .engine.session import Session
@@ -20,7 +28,8 @@ from .engine.session import Session
 def adapters() -> list[dict]:
     """Every GPU adapter wgpu sees: index, name, backend, adapter_type, driver, features, limits.
     Empty when wgpu finds none."""
-    from .backends.wgpu.context import adapters as _adapters, gpu_available
+    from .backends.wgpu.context import adapters as _adapters
+    from .backends.wgpu.context import gpu_available
 
     if gpu_available() is not None:
         return []

@@ -48,7 +48,8 @@ UNARY_FUNCS = {
     "tanh": lambda x, a, b: np.tanh(x),
     "erf": lambda x, a, b: erf(x),
     "gelu": lambda x, a, b: (x * 0.5 * (1 + erf(x / x.dtype.type(math.sqrt(2))))).astype(x.dtype),
-    "gelu_tanh": lambda x, a, b: (0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))).astype(x.dtype),
+    "gelu_tanh": lambda x, a, b: (0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
+    .astype(x.dtype),
     "exp": lambda x, a, b: np.exp(x),
     "log": lambda x, a, b: np.log(x),
     "sqrt": lambda x, a, b: np.sqrt(x),

@@ -1,7 +1,7 @@
 """Registration of numpy kernels: one function per op type, next to its code."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+
 import numpy as np
 
 from ...engine.errors import InputError, WgnnError
@@ -22,7 +23,7 @@ GPU_DTYPES = {"float32": "f32", "int64": "i32", "int32": "i32", "bool": "u32"}
 WORKGROUP = 64
 PARAM_INTS = 64  # size of the Params uniform block (prelude.wgsl)
 
-EXECUTIONS: dict[str, type["GpuExecution"]] = {}
+EXECUTIONS: dict[str, type[GpuExecution]] = {}
 
 
 def gpu_kernel(op_type: str):
@@ -44,7 +45,7 @@ def wgsl_type(dtype: str) -> str:
 class Dispatch:
     """One prepared dispatch: pipeline, bind group and workgroup counts."""
 
-    __slots__ = ("kernel", "bind_group", "groups", "label")
+    __slots__ = ("bind_group", "groups", "kernel", "label")
 
     def __init__(self, kernel: Kernel, bind_group, groups: tuple[int, int, int], label: str):
         self.kernel, self.bind_group, self.groups, self.label = kernel, bind_group, groups, label
@@ -58,7 +59,7 @@ class GpuExecution(Execution):
         """Override to refuse shapes/attributes the kernel does not handle."""
         return None
 
-    def __init__(self, backend: "WgpuBackend", step: Step):
+    def __init__(self, backend: WgpuBackend, step: Step):
         super().__init__(backend, step)
         self.dispatches: list[Dispatch] = []
 
@@ -244,7 +245,7 @@ def to_gpu_array(name: str, value: np.ndarray) -> np.ndarray:
 
 
 def _fits_int32(value: np.ndarray) -> bool:
-    return -(2 ** 31) <= int(value.min()) and int(value.max()) < 2 ** 31
+    return int(value.min()) >= -(2 ** 31) and int(value.max()) < 2 ** 31
 
 
 def _round4(n: int) -> int:

@@ -43,7 +43,7 @@ class AdapterInfo:
 
 _lock = threading.Lock()
 _adapters: list | None = None
-_contexts: dict[int, "GpuContext"] = {}
+_contexts: dict[int, GpuContext] = {}
 
 
 def _wgpu():
@@ -96,7 +96,8 @@ def select_adapter(choice: str | int | None = None) -> int:
         choice = os.environ.get("WGNN_ADAPTER") or None
     listing = "; ".join(f"{a.index}: {a.name} ({a.backend})" for a in infos)
     if choice is None or choice == "high-performance":
-        return min(infos, key=lambda a: (TYPE_RANK.get(a.adapter_type, 9), BACKEND_RANK.get(a.backend, 1), a.index)).index
+        best = min(infos, key=lambda a: (TYPE_RANK.get(a.adapter_type, 9), BACKEND_RANK.get(a.backend, 1), a.index))
+        return best.index
     if choice == "low-power":
         low = {"IntegratedGPU": 0, "DiscreteGPU": 1}
         return min(infos, key=lambda a: (low.get(a.adapter_type, 2), BACKEND_RANK.get(a.backend, 1), a.index)).index

@@ -77,8 +77,8 @@ class UnaryGpu(GpuExecution):
         if t == "f32":
             scalars, text = [alpha, beta], {"T": t, "S": "f32", "READ": "pf", "EXPR": self.expression(step)}
         else:  # integer parameters (Clip bounds), saturated to int32; infinite means no bound
-            scalars = [int(np.clip(v, -2 ** 31, 2 ** 31 - 1)) if math.isfinite(v) else (2 ** 31 - 1 if v > 0 else -2 ** 31)
-                       for v in (alpha, beta)]
+            scalars = [int(np.clip(v, -2 ** 31, 2 ** 31 - 1)) if math.isfinite(v)
+                       else (2 ** 31 - 1 if v > 0 else -2 ** 31) for v in (alpha, beta)]
             text = {"T": t, "S": "i32", "READ": "p", "EXPR": self.expression(step)}
             if t == "u32":
                 text["S"], scalars = "u32", [0, 0]

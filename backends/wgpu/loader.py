@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from ...engine.errors import WgnnError
@@ -24,13 +24,14 @@ class KernelCompileError(WgnnError):
     """A WGSL kernel failed to compile; the message names the file and shows the compiler's."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel_source(path: str) -> str:
     """Source of kernels_wgsl/<path>, e.g. "elementwise/unary.wgsl"."""
     try:
         return resources.files("wgnn.kernels_wgsl").joinpath(path).read_text()
     except FileNotFoundError:
-        raise WgnnError(f"kernel file kernels_wgsl/{path} not found (is the package installed with its .wgsl data?)") from None
+        raise WgnnError(f"kernel file kernels_wgsl/{path} not found "
+                        "(is the package installed with its .wgsl data?)") from None
 
 
 def render(path: str, params: dict[str, str]) -> str:

@@ -142,7 +142,8 @@ def _check_attr(node: Node, key: str, spec: Attr, value: Any) -> Any:
         "float": lambda v: isinstance(v, (int, float, np.floating, np.integer)),
         "string": lambda v: isinstance(v, str),
         "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, np.integer)) for x in v),
-        "floats": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, np.floating, np.integer)) for x in v),
+        "floats": lambda v: isinstance(v, (list, tuple))
+        and all(isinstance(x, (int, float, np.floating, np.integer)) for x in v),
         "strings": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
         "tensor": lambda v: isinstance(v, np.ndarray),
         "graph": lambda v: v.__class__.__name__ == "Graph",

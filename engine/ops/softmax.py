@@ -19,7 +19,8 @@ class Softmax(OpDef):
     op_type = "Softmax"
     family = "softmax"
     kinds = tuple(SOFTMAX_KINDS)
-    attrs: ClassVar[dict[str, Attr]] = {"kind": Attr("string"), "axis": Attr("int", -1), "legacy_flatten": Attr("int", 0)}
+    attrs: ClassVar[dict[str, Attr]] = {"kind": Attr("string"), "axis": Attr("int", -1),
+                                        "legacy_flatten": Attr("int", 0)}
 
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
         shape = ctx.shape(0)

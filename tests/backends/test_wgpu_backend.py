@@ -5,10 +5,10 @@ import threading
 import numpy as np
 import onnx
 import pytest
+from helpers import gpu_adapters
 from onnx import TensorProto, helper
 
 import wgnn
-from helpers import gpu_adapters
 
 pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
 
@@ -22,8 +22,10 @@ def chain_model(opset=17):
     inits = [onnx.numpy_helper.from_array(np.linspace(-1, 1, 5).astype(np.float32), "bias"),
              onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two")]
     nodes = [helper.make_node("Add", ["x", "bias"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
-             helper.make_node("Cast", ["r"], ["r64"], to=TensorProto.DOUBLE), helper.make_node("Sqrt", ["r64"], ["s64"]),
-             helper.make_node("Cast", ["s64"], ["m"], to=TensorProto.FLOAT), helper.make_node("Mul", ["m", "two"], ["t"]),
+             helper.make_node("Cast", ["r"], ["r64"], to=TensorProto.DOUBLE),
+             helper.make_node("Sqrt", ["r64"], ["s64"]),
+             helper.make_node("Cast", ["s64"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["m", "two"], ["t"]),
              helper.make_node("Sigmoid", ["t"], ["y"]), helper.make_node("Less", ["x", "bias"], ["mask"])]
     graph = helper.make_graph(nodes, "chain", [x], outs, inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
@@ -41,7 +43,8 @@ def gpu_session(model, **config):
 
 def test_adapters_listed():
     found = wgnn.adapters()
-    assert found and all({"index", "name", "backend", "adapter_type", "driver", "features", "limits"} <= set(a) for a in found)
+    keys = {"index", "name", "backend", "adapter_type", "driver", "features", "limits"}
+    assert found and all(keys <= set(a) for a in found)
     assert all("max-storage-buffer-binding-size" in a["limits"] for a in found)
 
 
@@ -119,7 +122,7 @@ def test_int64_overflow_is_refused():
     session = gpu_session(model.SerializeToString())
     ok = session.run(None, {"a": np.array([1, -5], np.int64), "b": np.array([2, 3], np.int64)})[0]
     np.testing.assert_array_equal(ok, [3, -2])
-    with pytest.raises(wgnn.InputError, match='"a".*int32'):
+    with pytest.raises(wgnn.InputError, match=r'"a".*int32'):
         session.run(None, {"a": np.array([2 ** 40, 1], np.int64), "b": np.array([1, 1], np.int64)})
 
 
@@ -133,7 +136,7 @@ def test_sessions_share_device_and_threads():
         rng = np.random.default_rng(seed)
         for _ in range(5):
             x = rng.standard_normal((int(rng.integers(1, 6)), 5)).astype(np.float32)
-            y, mask = session.run(None, {"x": x})
+            y, _ = session.run(None, {"x": x})
             if not np.allclose(y, reference(x)[0], rtol=1e-5, atol=1e-6):
                 errors.append(seed)
 

@@ -1,13 +1,15 @@
 import numpy as np
 import pytest
-
 from helpers import Const, check_op
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)  # C = 5: not a multiple of 4
 
 
-@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "HardSwish", "Softplus"])
+UNARY_OPS = ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "HardSwish", "Softplus"]
+
+
+@pytest.mark.parametrize("op", UNARY_OPS)
 def test_unary(op):
     check_op(op, [X])
 

@@ -73,7 +73,8 @@ def test_resize_axes_attribute(mode):
 def test_resize_nearest_channel_axis_5d(nearest_mode):
     x = rng.standard_normal((2, 3, 4, 3, 5)).astype(np.float32)
     check_op("Resize", [x, None, Const(np.array([1, 2.0, 0.5, 1.5, 1], np.float32)), None],
-             {"mode": "nearest", "nearest_mode": nearest_mode, "coordinate_transformation_mode": "asymmetric"}, opset=19)
+             {"mode": "nearest", "nearest_mode": nearest_mode, "coordinate_transformation_mode": "asymmetric"},
+             opset=19)
     check_op("Resize", [x, None, None, Const(np.array([1, 5, 3, 3, 2], np.int64))],
              {"mode": "nearest", "nearest_mode": nearest_mode}, opset=19)
 
@@ -202,7 +203,8 @@ def test_resize_sizes_computed_at_resize():
     x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
     nodes = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Mul", ["shape", "k"], ["sizes"]),
              helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")]
-    graph = helper.make_graph(nodes, "dynamic_resize", [x_info], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "dynamic_resize", [x_info], [y_info],
                               [numpy_helper.from_array(np.array([1, 1, 2, 3], np.int64), "k")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     session = wgnn.InferenceSession(wgnn.convert(model), providers=["numpy"])

@@ -1,7 +1,7 @@
 """The converter table: one small function per ONNX op type, registered with @onnx_op."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
