@@ -143,6 +143,21 @@ def is_wgnn_file(path: Path) -> bool:
 
 
 def _existing_file(path: str) -> Path:
+    """The model file named on the command line; "zoo:NAME" writes zoo model NAME to a temporary
+    .onnx file first, so every command (and --compare onnxruntime) works on zoo models."""
+    if path.startswith("zoo:"):
+        import tempfile
+
+        import onnx
+
+        from ..models.zoo import ZOO, build
+
+        name = path[4:]
+        if name not in ZOO:
+            raise ModelError(f"no zoo model {name!r}; the zoo has {sorted(ZOO)}")
+        target = Path(tempfile.mkdtemp(prefix="wgnn-zoo-")) / f"{name}.onnx"
+        onnx.save(build(name), str(target))
+        return target
     p = Path(path)
     if not p.exists():
         raise ModelError(f"model file not found: {p}")
@@ -428,14 +443,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_adapters)
 
     p = sub.add_parser("convert", help="convert an ONNX model to .wgnn")
-    p.add_argument("input", help="the .onnx model")
+    p.add_argument("input", help="the .onnx model, or zoo:NAME")
     p.add_argument("output", help="the .wgnn file to write")
     p.add_argument("--no-optimize", action="store_true", help="skip the graph passes (folding, clean-up)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=cmd_convert)
 
     p = sub.add_parser("info", help="inputs, outputs, ops, parameters, FLOPs and memory of a model")
-    p.add_argument("model", help="a .wgnn or .onnx model")
+    p.add_argument("model", help="a .wgnn or .onnx model, or zoo:NAME")
     p.add_argument("--shape", action="append", metavar="NAME=DIMS", help=shape_help)
     p.add_argument("--provider", action="append", help=provider_help)
     p.add_argument("--adapter", help=adapter_help)
@@ -443,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_info)
 
     p = sub.add_parser("run", help="run a model on given or random inputs")
-    p.add_argument("model", help="a .wgnn or .onnx model")
+    p.add_argument("model", help="a .wgnn or .onnx model, or zoo:NAME")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input from a .npy file (repeatable)")
     p.add_argument("--shape", action="append", metavar="NAME=DIMS", help=shape_help)
     p.add_argument("--compare", choices=["onnxruntime"], help="also run the ONNX model in onnxruntime and compare")

@@ -263,3 +263,13 @@ def test_adapters_command_lists_gpus_or_says_why():
                                timeout=120)
     if data["adapters"]:
         assert table_run.returncode == 0 and data["adapters"][0]["name"] in table_run.stdout
+
+
+@pytest.mark.parametrize("name", ["mobilenetv2", "resnet", "bert", "unet"])
+def test_run_zoo_model_compares_with_onnxruntime(name):
+    """The spine's acceptance check: every zoo model within 1e-4 of onnxruntime via the CLI."""
+    result = subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "run", f"zoo:{name}", "--compare", "onnxruntime",
+                             "--json"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert all(row["ok"] and row["max_rel_error"] <= 1e-4 for row in data["compare"]), data["compare"]
