@@ -1,0 +1,100 @@
+"""Norm family on the GPU (float32): BatchNorm element-wise, InstanceNorm and LayerNorm with one
+invocation per normalized row (a loop over the row; fine on software adapters, where shader
+memory access dominates, and simple everywhere)."""
+from __future__ import annotations
+
+import math
+
+from ..base import Step
+from .backend import GpuExecution, gpu_kernel
+from .matmul import broadcast_strides, merge_axes
+
+MAX_RANK = 6  # normalized axes of a broadcast LayerNorm scale/bias (prelude strided_offset)
+
+
+def _float32_only(step: Step) -> str | None:
+    dtype = step.input_specs[0].dtype
+    return None if dtype == "float32" else f"{step.op.op_type} on {dtype} has no GPU kernel"
+
+
+@gpu_kernel("BatchNorm")
+class BatchNormGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        return _float32_only(step)
+
+    def prepare(self) -> None:
+        step = self.step
+        x = step.input_specs[0].shape
+        n = step.output_specs[0].size
+        inner = math.prod(x[2:])
+        per_channel = len(step.input_specs[1].shape) == 1
+        params = [n, x[1] * inner, inner if per_channel else 1, float(step.attrs["epsilon"])]
+        self.dispatch("norm/batch_norm.wgsl", list(step.inputs[:5]) + [step.outputs[0]], params, -(-n // 4))
+
+
+@gpu_kernel("InstanceNorm")
+class InstanceNormGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        return _float32_only(step)
+
+    def prepare(self) -> None:
+        step = self.step
+        x = step.input_specs[0].shape
+        rows, spatial = x[0] * x[1], math.prod(x[2:])
+        if spatial == 0:
+            return  # empty output: nothing to write
+        per_channel_bias = len(step.input_specs[2].shape) == 1
+        params = [rows, x[1], spatial, float(step.attrs["epsilon"])]
+        params += [1, 0] if per_channel_bias else [spatial, 1]
+        self.dispatch("norm/instance_norm.wgsl", list(step.inputs[:3]) + [step.outputs[0]], params, rows)
+
+
+class LayerNormLayout:
+    """Rows, row length and how scale/bias are read over the normalized axes."""
+
+    def __init__(self, step: Step):
+        x = step.input_specs[0].shape
+        axis = step.attrs["axis"] % len(x)
+        normalized = tuple(x[axis:])
+        self.rows, self.size = math.prod(x[:axis]), math.prod(normalized)
+        self.has_bias = len(step.inputs) > 2 and bool(step.inputs[2])
+        strides = [broadcast_strides(normalized, step.input_specs[1].shape)]
+        strides.append(broadcast_strides(normalized, step.input_specs[2].shape) if self.has_bias
+                       else [0] * len(normalized))
+        self.shape, self.strides = merge_axes(list(normalized), strides)
+
+
+@gpu_kernel("LayerNorm")
+class LayerNormGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        reason = _float32_only(step)
+        if reason:
+            return reason
+        layout = LayerNormLayout(step)
+        if len(layout.shape) > MAX_RANK:
+            return f"scale/bias broadcast over {len(layout.shape)} axes (the kernel takes {MAX_RANK})"
+        if layout.size == 0 and layout.rows and any(step.outputs[1:]):
+            return "Mean / InvStdDev of empty rows (NaN) run on the CPU"
+        return None
+
+    def prepare(self) -> None:
+        step = self.step
+        layout = LayerNormLayout(step)
+        if layout.rows == 0 or (layout.size == 0 and not any(step.outputs[1:])):
+            return
+        outputs = list(step.outputs) + [""] * (3 - len(step.outputs))
+        one_axis = len(layout.shape) <= 1
+        scale_strides, bias_strides = layout.strides
+        pad = MAX_RANK - len(layout.shape)
+        params = [layout.rows, layout.size, float(step.attrs["epsilon"]), int(layout.has_bias),
+                  int(bool(outputs[1])), int(bool(outputs[2])), int(one_axis),
+                  scale_strides[0] if one_axis and scale_strides else 0]
+        params += [1] * pad + layout.shape + [bias_strides[0] if one_axis and bias_strides else 0, 0]
+        params += [0] * pad + scale_strides + [0, 0] + [0] * pad + bias_strides
+        # Absent bias / statistics bind a stand-in (scale / Y) that the kernel never touches.
+        tensors = [step.inputs[0], step.inputs[1], step.inputs[2] if layout.has_bias else step.inputs[1],
+                   outputs[0]] + [name or outputs[0] for name in outputs[1:3]]
+        self.dispatch("norm/layer_norm.wgsl", tensors, params, layout.rows)
