@@ -79,8 +79,10 @@ def test_pool_same_with_dilations(op, auto_pad):
         window["count_include_pad"] = 1
     pads = [0, 1, 1, 2] if auto_pad == "SAME_UPPER" else [1, 2, 0, 1]
     expected = reference_outputs(make_model(op, [x], {**window, "pads": pads}, opset=19), {"in0": x})
-    got = run_wgnn(make_model(op, [x], {**window, "auto_pad": auto_pad}, opset=19), {"in0": x})
-    assert_close(got[0], expected[0], what=f"{op} {auto_pad}", **TOL)
+    model = make_model(op, [x], {**window, "auto_pad": auto_pad}, opset=19)
+    for backend in backends_under_test():
+        got = run_wgnn(model, {"in0": x}, backend)
+        assert_close(got[0], expected[0], what=f"{op} {auto_pad} on {backend}", **TOL)
 
 
 def test_pool_1d_3d_and_1x1():
