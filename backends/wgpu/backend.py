@@ -74,7 +74,11 @@ class GpuExecution(Execution):
             return
         backend = self.backend
         bindings = tuple([STORAGE] * len(tensors) + [UNIFORM])
-        kernel = backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP, **(constants or {})})
+        try:
+            kernel = backend.pipelines.get(path, bindings, params=text,
+                                           constants={"WG": WORKGROUP, **(constants or {})})
+        except WgnnError as exc:
+            raise type(exc)(f"{self.step.label}: {exc}") from None
         uniform = backend.uniform(params, f"{self.step.label} params")
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
         entries.append({"binding": len(tensors), "resource": {"buffer": uniform, "offset": 0, "size": uniform.size}})
@@ -106,6 +110,11 @@ class WgpuBackend(Backend):
 
     def __init__(self, config=None):
         super().__init__(config)
+        # Only fp32 linear buffers exist so far; refuse rather than silently run something else.
+        if getattr(config, "precision", "fp32") != "fp32":
+            raise WgnnError(f"the wgpu backend runs precision fp32 only so far, not {config.precision!r}")
+        if getattr(config, "storage", "auto") == "texture":
+            raise WgnnError("the wgpu backend keeps tensors in buffers so far; use storage='buffer' or 'auto'")
         self.context = get_context(getattr(config, "adapter", None))
         self.device = self.context.device
         self.wgpu = self.context.wgpu

@@ -146,3 +146,23 @@ def test_sessions_share_device_and_threads():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_unavailable_configurations_are_refused():
+    with pytest.raises(wgnn.WgnnError, match="fp32"):
+        gpu_session(chain_model(), precision="fp16")
+    with pytest.raises(wgnn.WgnnError, match="buffers"):
+        gpu_session(chain_model(), storage="texture")
+
+
+def test_kernel_compile_error_names_the_op(monkeypatch):
+    from wgnn.backends.wgpu import elementwise
+
+    broken = dict(elementwise.UNARY_EXPR, relu="max(v, undefined_name)")
+    monkeypatch.setattr(elementwise, "UNARY_EXPR", broken)
+    with pytest.raises(wgnn.WgnnError, match=r'Unary "r".*elementwise/unary.wgsl'):
+        gpu_session(chain_model()).run(None, {"x": np.ones((2, 5), np.float32)})
+    healthy = gpu_session(chain_model(opset=16))  # other sessions on the device keep working
+    monkeypatch.undo()
+    x = np.ones((2, 5), np.float32)
+    np.testing.assert_allclose(healthy.run(None, {"x": x})[0], reference(x)[0], rtol=1e-5)
