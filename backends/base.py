@@ -63,16 +63,22 @@ class Backend:
     def __init__(self, config=None):
         self.config = config
 
-    def tensor_bytes(self, spec: TensorSpec) -> int:
-        """Bytes a tensor takes in this backend's memory."""
+    def tensor_bytes(self, name: str, spec: TensorSpec) -> int:
+        """Bytes a tensor takes in this backend's memory (its layout may pad it)."""
         return spec.nbytes
 
-    def plan_memory(self, specs: dict[str, TensorSpec], pool, dedicated: list[str],
+    def assign_layouts(self, segments: list, specs: dict[str, TensorSpec]) -> None:
+        """Choose each tensor's layout on this backend and insert the conversion steps that
+        consumers need (adding their outputs to specs). CPU backends keep everything linear."""
+
+    def plan_memory(self, specs: dict[str, TensorSpec], lifetimes: list, dedicated: list[str],
                     constants: dict[str, np.ndarray]):
-        """Allocate for a resize: pool (engine.memory.MemoryPlan) places the intermediate
-        tensors; dedicated tensors cross between backends (or are graph outputs); constants are
-        read by this backend's steps. Returns the MemoryPlan, completed."""
-        return pool
+        """Allocate for a resize: lifetimes (engine.memory.Lifetime) of the intermediate tensors
+        to pool; dedicated tensors cross between backends (or are graph outputs); constants are
+        read by this backend's steps. Returns an engine.memory.MemoryPlan."""
+        from ..engine.memory import plan_memory
+
+        return plan_memory(lifetimes, self.alignment)
 
     def execute(self, segment, values: dict[str, np.ndarray]) -> None:
         """Run a segment: read its imports from values, put its exports into values."""

@@ -12,7 +12,7 @@ from ..backends.base import BACKENDS, Backend, Execution, Step
 from .errors import InputError, UnsupportedOpError, WgnnError
 from .geometry import finalize
 from .graph import Node
-from .memory import Lifetime, MemoryPlan, plan_memory
+from .memory import Lifetime, MemoryPlan
 from .ops.base import OPS, InferContext
 from .shapes import ShapeResult, bind_input_shapes, infer_shapes
 
@@ -60,6 +60,8 @@ class Session:
         self.shapes: ShapeResult = shapes_result
         self.steps = self._lower_geometry(shapes_result)
         self.segments, self.fallbacks = self._schedule(self.steps)
+        for backend in self.backends:  # layouts per tensor, with the conversions they need
+            backend.assign_layouts([s for s in self.segments if s.backend is backend], self.shapes.specs)
         self.memory = self._plan_memory()
         for segment in self.segments:
             for _, execution in segment.steps:
@@ -178,14 +180,13 @@ class Session:
                 position += 1
         plans: dict[str, MemoryPlan] = {}
         for backend in self.backends:
-            lifetimes = [Lifetime(name, backend.tensor_bytes(self.shapes.specs[name]), start, last[name])
+            lifetimes = [Lifetime(name, backend.tensor_bytes(name, self.shapes.specs[name]), start, last[name])
                          for name, (start, owner) in first.items() if owner is backend]
             segments = [s for s in self.segments if s.backend is backend]
             dedicated = list(dict.fromkeys(n for s in segments for n in s.imports + s.exports))
             constants = {n: self.shapes.values[n] for s in segments for step, _ in s.steps
                          for n in step.inputs if n in self.shapes.values}
-            plans[backend.name] = backend.plan_memory(self.shapes.specs, plan_memory(lifetimes, backend.alignment),
-                                                      dedicated, constants)
+            plans[backend.name] = backend.plan_memory(self.shapes.specs, lifetimes, dedicated, constants)
         return plans
 
     # -------------------------------------------------------------------- run
@@ -245,7 +246,7 @@ class Session:
             "folded_nodes": sum(1 for n in self.shapes.nodes if n.folded),
             "segments": [(s.backend.name, len(s.steps)) for s in self.segments],
             "fallbacks": self.fallbacks,
-            "conversions": sum(1 for s in self.steps if s.op.op_type == "Convert"),
+            "conversions": sum(1 for seg in self.segments for s, _ in seg.steps if s.op.op_type == "Convert"),
             "transfers": {"uploads": sum(len(s.imports) for s in self.segments if s.backend.name != "numpy"),
                           "downloads": sum(len(s.exports) for s in self.segments if s.backend.name != "numpy")},
             "memory": {name: {"planned_peak_bytes": plan.peak_bytes, "naive_bytes": plan.naive_bytes,

@@ -65,8 +65,9 @@ class NumpyBackend(Backend):
     def create_execution(self, step: Step) -> Execution:
         return NumpyExecution(self, step, KERNELS[step.op.op_type])
 
-    def plan_memory(self, specs, pool, dedicated, constants):
+    def plan_memory(self, specs, lifetimes, dedicated, constants):
         """One arena of the planned size; each pooled tensor is a view at its offset."""
+        pool = super().plan_memory(specs, lifetimes, dedicated, constants)
         self.arena = np.empty(pool.peak_bytes, np.uint8)
         self.views = {name: np.ndarray(specs[name].shape, specs[name].dtype, buffer=self.arena, offset=offset)
                       for name, offset in pool.offsets.items()}

@@ -138,15 +138,15 @@ class WgpuBackend(Backend):
             if value is not None and value.dtype == np.int64 and value.size and not _fits_int32(value):
                 return f"int64 constant {name} does not fit the GPU's int32"
         for name, spec in zip(step.outputs, step.output_specs):
-            if self.tensor_bytes(spec) > self.max_binding:
-                return f"output {name} ({self.tensor_bytes(spec)} bytes) exceeds the binding limit"
+            if self.tensor_bytes(name, spec) > self.max_binding:
+                return f"output {name} ({self.tensor_bytes(name, spec)} bytes) exceeds the binding limit"
         return cls.unsupported_reason(step)
 
     def create_execution(self, step: Step) -> Execution:
         return EXECUTIONS[step.op.op_type](self, step)
 
     # ------------------------------------------------------------------ memory
-    def tensor_bytes(self, spec: TensorSpec) -> int:
+    def tensor_bytes(self, name: str, spec: TensorSpec) -> int:
         return spec.size * 4
 
     def _buffer(self, size: int, label: str):
@@ -157,14 +157,15 @@ class WgpuBackend(Backend):
             raise WgnnError(f"GPU memory: could not allocate {size} bytes for {label} on "
                             f"{self.context.name}: {exc}") from None
 
-    def plan_memory(self, specs, pool, dedicated, constants):
+    def plan_memory(self, specs, lifetimes, dedicated, constants):
+        pool = super().plan_memory(specs, lifetimes, dedicated, constants)
         self.specs = specs
         self.locations = {}
         self.arena = self._buffer(pool.peak_bytes, "wgnn arena")
         for name, offset in pool.offsets.items():
-            self.locations[name] = (self.arena, offset, max(4, self.tensor_bytes(specs[name])))
+            self.locations[name] = (self.arena, offset, max(4, self.tensor_bytes(name, specs[name])))
         for name in dedicated:
-            size = max(4, self.tensor_bytes(specs[name]))
+            size = max(4, self.tensor_bytes(name, specs[name]))
             pool.dedicated_bytes += size
             self.locations[name] = (self._buffer(size, name), 0, size)
         for name, value in constants.items():

@@ -15,9 +15,10 @@ from importlib import resources
 from ...engine.errors import WgnnError
 
 PARAM_PATTERN = re.compile(r"\{\{(\w+)\}\}")
-# Binding kinds of a kernel, in binding order: tensors are read_write storage (one arena buffer
-# may back several bindings of one dispatch), parameters are a uniform block.
-STORAGE, UNIFORM = "storage", "uniform"
+# Binding kinds of a kernel, in binding order: tensors in buffers are read_write storage (one
+# arena buffer may back several bindings of one dispatch), NC4HW4 textures are read as sampled
+# 2-D array textures and written as rgba32float storage textures, parameters are a uniform block.
+STORAGE, UNIFORM, TEXTURE_IN, TEXTURE_OUT = "storage", "uniform", "texture", "storage_texture"
 
 
 class KernelCompileError(WgnnError):
@@ -78,8 +79,18 @@ class PipelineCache:
         device = self.context.device
         entries = []
         for index, kind in enumerate(bindings):
-            buffer_type = wgpu.BufferBindingType.uniform if kind == UNIFORM else wgpu.BufferBindingType.storage
-            entries.append({"binding": index, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": buffer_type}})
+            layout_entry = {"binding": index, "visibility": wgpu.ShaderStage.COMPUTE}
+            if kind == TEXTURE_IN:
+                layout_entry["texture"] = {"sample_type": wgpu.TextureSampleType.unfilterable_float,
+                                    "view_dimension": wgpu.TextureViewDimension.d2_array}
+            elif kind == TEXTURE_OUT:
+                layout_entry["storage_texture"] = {"access": wgpu.StorageTextureAccess.write_only,
+                                            "format": wgpu.TextureFormat.rgba32float,
+                                            "view_dimension": wgpu.TextureViewDimension.d2_array}
+            else:
+                kind_type = wgpu.BufferBindingType.uniform if kind == UNIFORM else wgpu.BufferBindingType.storage
+                layout_entry["buffer"] = {"type": kind_type}
+            entries.append(layout_entry)
         try:
             module = device.create_shader_module(code=code, label=path)
             layout = device.create_bind_group_layout(entries=entries)

@@ -1,0 +1,152 @@
+"""Reduce and ArgReduce on the GPU: one invocation per output element, looping over its reduced
+elements (kernels_wgsl/reduce/). Adding a kind is one row in a table here."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...engine.geometry import contiguous_strides
+from ...engine.ops.reduce import reduced_axes
+from ..base import Step
+from ..numpy.reduce import _empty_identity
+from .backend import GpuExecution, gpu_kernel, wgsl_type
+
+MAX_RANK = 6
+NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
+
+# kind -> (initial value, combine(acc, v, shift), merge(a, b) of two partial results,
+# final(acc, count, shift)) for f32 tensors.
+MAX_F32 = "select(a, b, b > a || is_nan_f32(b))"  # a NaN wins and stays, as in numpy's max / min
+MIN_F32 = "select(a, b, b < a || is_nan_f32(b))"
+FLOAT_KINDS = {
+    "sum": ("0.0", "acc + v", "a + b", "acc"),
+    "mean": ("0.0", "acc + v", "a + b", "acc / f32(count)"),
+    "max": (NEG_INF, "select(acc, v, v > acc || is_nan_f32(v))", MAX_F32, "acc"),
+    "min": (POS_INF, "select(acc, v, v < acc || is_nan_f32(v))", MIN_F32, "acc"),
+    "prod": ("1.0", "acc * v", "a * b", "acc"),
+    "l1": ("0.0", "acc + abs(v)", "a + b", "acc"),
+    "l2": ("0.0", "acc + v * v", "a + b", "sqrt(acc)"),
+    "sum_square": ("0.0", "acc + v * v", "a + b", "acc"),
+    "log_sum": ("0.0", "acc + v", "a + b", "log(acc)"),
+    "log_sum_exp": ("0.0", "acc + exp(v - shift)", "a + b", "log(acc) + shift"),
+}
+# The same for integer (i32) tensors; the mean truncates toward zero like the numpy backend.
+INT_KINDS = {
+    "sum": ("0", "acc + v", "a + b", "acc"),
+    "mean": ("0", "acc + v", "a + b", "div_trunc_i32(acc, count)"),
+    "max": ("bitcast<i32>(0x80000000u)", "max(acc, v)", "max(a, b)", "acc"),
+    "min": ("bitcast<i32>(0x7fffffffu)", "min(acc, v)", "min(a, b)", "acc"),
+    "prod": ("1", "acc * v", "a * b", "acc"),
+    "l1": ("0", "acc + abs(v)", "a + b", "acc"),
+    "l2": ("0", "acc + v * v", "a + b", "isqrt_i32(acc)"),
+    "sum_square": ("0", "acc + v * v", "a + b", "acc"),
+}
+# llvmpipe (lavapipe, and its OpenGL driver) ends an invocation's loops after 65535 iterations in
+# all, silently; kernels must stay under it (constant 8-trip inner loops are unrolled: not counted).
+LOOP_BUDGET = 60000
+
+
+def merge_dims(shape: tuple[int, ...], reduced: set[int]) -> list[tuple[int, int, bool]]:
+    """(size, stride, is_reduced) of the input's dims with size-1 dims dropped and neighbours of the
+    same class merged (C-order neighbours are contiguous), so kept and reduced dims alternate."""
+    merged: list[tuple[int, int, bool]] = []
+    for axis, (size, stride) in enumerate(zip(shape, contiguous_strides(shape))):
+        if size == 1:
+            continue
+        red = axis in reduced
+        if merged and merged[-1][2] == red:
+            merged[-1] = (merged[-1][0] * size, stride, red)
+        else:
+            merged.append((size, stride, red))
+    return merged
+
+
+def padded(values: list[int], fill: int) -> list[int]:
+    """Right-aligned rank-6 slots followed by two spare slots (the prelude's strided_offset)."""
+    return [fill] * (MAX_RANK - len(values)) + values + [0, 0]
+
+
+def identity_word(kind: str, dtype: str) -> int | None:
+    """The 32-bit word an empty reduction writes, or None when it does not fit the GPU's i32."""
+    value = _empty_identity(kind, np.dtype(dtype))
+    if dtype == "float32":
+        return int(np.float32(value).view(np.int32))
+    value = int(value)
+    return value if -(2 ** 31) <= value < 2 ** 31 else None
+
+
+def loop_iterations(rows: int, length: int, passes: int = 1) -> int:
+    """Loop iterations of one invocation walking `rows` rows of `length` elements 8 at a time."""
+    return passes * rows * (1 + length // 8 + length % 8)
+
+
+def reduce_layout(step: Step) -> tuple[list[tuple[int, int, bool]], tuple[int, int], list[tuple[int, int, bool]]]:
+    """(kept dims, (length, stride) of the reduced dim walked directly, the other reduced dims).
+    The longest reduced dim is walked: the others cost a decomposition per row."""
+    x = step.input_specs[0]
+    dims = merge_dims(x.shape, set(reduced_axes(step.attrs, len(x.shape))))
+    kept = [d for d in dims if not d[2]]
+    reduced = [d for d in dims if d[2]] or [(1, 1, True)]
+    longest = max(range(len(reduced)), key=lambda i: reduced[i][0])
+    walked = reduced.pop(longest)
+    return kept, walked[:2], reduced
+
+
+@gpu_kernel("Reduce")
+class ReduceGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        x, kind = step.input_specs[0], step.attrs["kind"]
+        table = FLOAT_KINDS if x.dtype == "float32" else INT_KINDS if x.dtype in ("int32", "int64") else {}
+        if kind not in table:
+            return f"reduce {kind} on {x.dtype} has no GPU kernel"
+        kept, (length, _), others = reduce_layout(step)
+        if len(kept) > MAX_RANK or len(others) > MAX_RANK:
+            return f"more than {MAX_RANK} separate kept or reduced dims"
+        if step.output_specs[0].size and x.size == 0 and identity_word(kind, x.dtype) is None:
+            return f"the {kind} of nothing on {x.dtype} does not fit the GPU's int32"
+        rows = math.prod(d[0] for d in others)
+        if loop_iterations(rows, length, 2 if kind == "log_sum_exp" else 1) > LOOP_BUDGET:
+            return f"{rows * length} elements per output need a multi-pass reduction (one invocation per output)"
+        return None
+
+    def prepare(self) -> None:
+        step = self.step
+        x, out = step.input_specs[0], step.output_specs[0]
+        kind = step.attrs["kind"]
+        kept, (length, stride), others = reduce_layout(step)
+        count = length * math.prod(d[0] for d in others)
+        params = [out.size, count, length, stride, identity_word(kind, x.dtype) or 0, 0, 0, 0]
+        params += padded([d[0] for d in kept], 1) + padded([d[1] for d in kept], 0)
+        params += padded([d[0] for d in others], 1) + padded([d[1] for d in others], 0)
+        t = wgsl_type(x.dtype)
+        init, combine, merge, final = (FLOAT_KINDS if t == "f32" else INT_KINDS)[kind]
+        text = {"T": t, "INIT": init, "COMBINE": combine, "MERGE": merge, "FINAL": final,
+                "SHIFTED": "true" if kind == "log_sum_exp" else "false"}
+        self.dispatch("reduce/reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)
+
+
+@gpu_kernel("ArgReduce")
+class ArgReduceGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        x = step.input_specs[0]
+        if x.dtype not in ("float32", "int32", "int64"):
+            return f"arg {step.attrs['kind']} on {x.dtype}"
+        length = x.shape[step.attrs["axis"] % len(x.shape)]
+        if loop_iterations(1, length) > LOOP_BUDGET:
+            return f"an axis of {length} elements needs a multi-pass reduction (one invocation per output)"
+        return None
+
+    def prepare(self) -> None:
+        step = self.step
+        x, out = step.input_specs[0], step.output_specs[0]
+        axis = step.attrs["axis"] % len(x.shape)
+        length = x.shape[axis]
+        inner = math.prod(x.shape[axis + 1:])
+        t = wgsl_type(x.dtype)
+        text = {"T": t, "BETTER": ">" if step.attrs["kind"] == "max" else "<",
+                "IS_NAN": "is_nan_f32(v)" if t == "f32" else "false"}
+        params = [out.size, length, inner, int(step.attrs["select_last_index"])]
+        self.dispatch("reduce/arg_reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)

@@ -1,0 +1,45 @@
+"""Softmax, LogSoftmax and Hardmax on the GPU: one invocation per row (kernels_wgsl/softmax/)."""
+from __future__ import annotations
+
+import math
+
+from ..base import Step
+from .backend import GpuExecution, gpu_kernel
+from .reduce import LOOP_BUDGET, loop_iterations
+
+KIND_IDS = {"softmax": 0, "logsoftmax": 1, "hardmax": 2}
+
+
+def row_layout(shape: tuple[int, ...], axis: int, legacy_flatten: bool) -> tuple[int, int, int]:
+    """(rows, row length, inner size): the input as (outer, length, inner), normalised over the middle.
+    legacy_flatten (opset < 13) normalises over every dim from axis on, a contiguous row."""
+    if not shape:
+        return 1, 1, 1
+    axis %= len(shape)
+    outer = math.prod(shape[:axis])
+    if legacy_flatten:
+        return outer, math.prod(shape[axis:]), 1
+    inner = math.prod(shape[axis + 1:])
+    return outer * inner, shape[axis], inner
+
+
+@gpu_kernel("Softmax")
+class SoftmaxGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        x, kind = step.input_specs[0], step.attrs["kind"]
+        if x.dtype != "float32":
+            return f"{kind} on {x.dtype}"
+        _, length, _ = row_layout(x.shape, step.attrs["axis"], bool(step.attrs["legacy_flatten"]))
+        if loop_iterations(1, length, 2 if kind == "hardmax" else 3) > LOOP_BUDGET:
+            return f"rows of {length} elements need a multi-pass kernel (one invocation per row)"
+        return None
+
+    def prepare(self) -> None:
+        step = self.step
+        x = step.input_specs[0]
+        if x.size == 0:
+            return
+        rows, length, inner = row_layout(x.shape, step.attrs["axis"], bool(step.attrs["legacy_flatten"]))
+        self.dispatch("softmax/softmax.wgsl", [step.inputs[0], step.outputs[0]], [rows, length, inner], rows,
+                      text={"KIND": str(KIND_IDS[step.attrs["kind"]])})
