@@ -22,6 +22,11 @@ log = logging.getLogger("wgnn.wgpu")
 GPU_DTYPES = {"float32": "f32", "int64": "i32", "int32": "i32", "bool": "u32"}
 WORKGROUP = 64
 PARAM_INTS = 64  # size of the Params uniform block (prelude.wgsl)
+# llvmpipe (Mesa's lavapipe and its OpenGL driver) ends every loop of an invocation once the
+# invocation has run 65535 loop iterations in all, silently (measured: a 70000-trip loop counts to
+# 65535; loops after it run once). Kernels whose loops could pass this run on the CPU there.
+LLVMPIPE_LOOP_LIMIT = 65535
+LOOP_BUDGET = 60000
 
 EXECUTIONS: dict[str, type[GpuExecution]] = {}
 
@@ -58,6 +63,12 @@ class GpuExecution(Execution):
     def unsupported_reason(cls, step: Step) -> str | None:
         """Override to refuse shapes/attributes the kernel does not handle."""
         return None
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        """Upper bound of the loop iterations one invocation runs (loops with constant trip
+        counts excepted: drivers unroll them). Checked against adapters' loop limits."""
+        return 0
 
     def __init__(self, backend: WgpuBackend, step: Step):
         super().__init__(backend, step)
@@ -122,6 +133,7 @@ class WgpuBackend(Backend):
         self.alignment = max(16, self.context.limits.get("min-storage-buffer-offset-alignment", 256))
         self.max_binding = self.context.limits.get("max-storage-buffer-binding-size", 1 << 27)
         self.max_groups = self.context.limits.get("max-compute-workgroups-per-dimension", 65535)
+        self.loop_budget = LOOP_BUDGET if "llvmpipe" in self.context.info.name.lower() else None
         self.locations: dict[str, tuple[object, int, int]] = {}  # tensor -> (buffer, offset, size)
         self.specs: dict[str, TensorSpec] = {}
         self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
@@ -140,7 +152,13 @@ class WgpuBackend(Backend):
         for name, spec in zip(step.outputs, step.output_specs):
             if self.tensor_bytes(name, spec) > self.max_binding:
                 return f"output {name} ({self.tensor_bytes(name, spec)} bytes) exceeds the binding limit"
-        return cls.unsupported_reason(step)
+        reason = cls.unsupported_reason(step)
+        if reason is None and self.loop_budget is not None:
+            iterations = cls.loop_iterations(step)
+            if iterations > self.loop_budget:
+                reason = (f"needs ~{iterations} loop iterations per invocation; this driver stops loops "
+                          f"after {LLVMPIPE_LOOP_LIMIT}")
+        return reason
 
     def create_execution(self, step: Step) -> Execution:
         return EXECUTIONS[step.op.op_type](self, step)

@@ -85,6 +85,15 @@ class _ConvBase(GpuExecution):
     def unsupported_reason(cls, step: Step) -> str | None:
         return window_reason(step) or activation(step)[1]
 
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        # Nested tap loops around the channel loop; depthwise walks a row segment of taps.
+        w = step.input_specs[1].shape
+        taps = math.prod(w[2:])
+        channels = step.input_specs[0].shape[1] // step.attrs["group"]
+        segment = SEGMENT // 4 if channels == 1 else 1
+        return segment * (taps * (channels + 2) + 2 * math.prod(w[2:-1]) + 8) + 16
+
     def bind(self) -> tuple[list[str], bool]:
         """(x, w, bias, y; whether there is a bias): an absent bias binds the weight again, which
         the kernel then never reads."""

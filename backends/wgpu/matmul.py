@@ -142,6 +142,12 @@ class MatMulGpu(GpuExecution):
             return f"{len(layout.batch)} batch axes that do not merge (the kernel takes {MAX_BATCH_RANK})"
         return None
 
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        a = step.input_specs[0].shape
+        k = a[-2] if step.attrs["trans_a"] and len(a) > 1 else a[-1]
+        return k + 16  # the K loop, plus the epilogue's small loops
+
     def prepare(self) -> None:
         step = self.step
         layout = MatMulLayout(step)

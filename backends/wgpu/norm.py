@@ -39,6 +39,10 @@ class InstanceNormGpu(GpuExecution):
     def unsupported_reason(cls, step: Step) -> str | None:
         return _float32_only(step)
 
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return 3 * math.prod(step.input_specs[0].shape[2:]) + 16  # mean, variance and write passes
+
     def prepare(self) -> None:
         step = self.step
         x = step.input_specs[0].shape
@@ -68,6 +72,10 @@ class LayerNormLayout:
 
 @gpu_kernel("LayerNorm")
 class LayerNormGpu(GpuExecution):
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return 3 * LayerNormLayout(step).size + 16  # mean, variance and write passes
+
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
         reason = _float32_only(step)

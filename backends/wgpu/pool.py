@@ -20,6 +20,11 @@ class PoolGpu(GpuExecution):
     def unsupported_reason(cls, step: Step) -> str | None:
         return window_reason(step)
 
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        taps = math.prod(step.attrs["kernel_shape"])
+        return SEGMENT // 4 * (2 * taps + 8) + 16
+
     def prepare(self) -> None:
         step = self.step
         x, y = step.input_specs[0].shape, step.output_specs[0].shape
@@ -44,6 +49,10 @@ class PoolGpu(GpuExecution):
 
 @gpu_kernel("GlobalPool")
 class GlobalPoolGpu(GpuExecution):
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return math.prod(step.input_specs[0].shape[2:]) // 4 + 8
+
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
         x = step.input_specs[0]

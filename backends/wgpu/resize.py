@@ -18,8 +18,7 @@ from ...engine.geometry import contiguous_strides
 from ...engine.ops.resize import AxisResize, normalize_values, plan_resize
 from ..base import Step
 from ..numpy.resize import axis_table, source_coordinates
-from .backend import GpuExecution, gpu_kernel, wgsl_type
-from .reduce import LOOP_BUDGET
+from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel, wgsl_type
 
 MAX_RANK = 6
 MAX_AXES = 4

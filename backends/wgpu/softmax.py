@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 
 from ..base import Step
-from .backend import GpuExecution, gpu_kernel
-from .reduce import LOOP_BUDGET, loop_iterations
+from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel
+from .reduce import loop_iterations
 
 KIND_IDS = {"softmax": 0, "logsoftmax": 1, "hardmax": 2}
 

@@ -166,3 +166,22 @@ def test_kernel_compile_error_names_the_op(monkeypatch):
     monkeypatch.undo()
     x = np.ones((2, 5), np.float32)
     np.testing.assert_allclose(healthy.run(None, {"x": x})[0], reference(x)[0], rtol=1e-5)
+
+
+def test_llvmpipe_loop_limit_routes_long_loops_to_the_cpu():
+    """llvmpipe stops an invocation's loops after 65535 iterations: a MatMul with K = 70000 would
+    silently sum only part of K there, so it runs on the CPU, with the reason reported."""
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "long_k",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 70000]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [70000, 2])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2])]), opset_imports=[helper.make_opsetid("", 17)])
+    for adapter in wgnn.adapters():
+        session = gpu_session(model.SerializeToString(), adapter=adapter["index"])
+        a, b = np.ones((1, 70000), np.float32), np.ones((70000, 2), np.float32)
+        np.testing.assert_allclose(session.run(None, {"a": a, "b": b})[0], [[70000, 70000]])
+        fallbacks = session.report()["fallbacks"]
+        if "llvmpipe" in adapter["name"].lower():
+            assert fallbacks and "loop iterations" in fallbacks[0]["reasons"][0]
+        else:
+            assert not fallbacks
