@@ -80,3 +80,9 @@ fn strided_offset(index: u32, s: u32, t: u32) -> i32 {
     }
     return offset;
 }
+
+// NC4HW4 keeps padding lanes (channels >= c) zero.
+fn nc4hw4_mask(v: vec4<f32>, c4: i32, c: i32) -> vec4<f32> {
+    let lanes = vec4<i32>(c4 * 4) + vec4<i32>(0, 1, 2, 3);
+    return select(vec4<f32>(0.0), v, lanes < vec4<i32>(c));
+}

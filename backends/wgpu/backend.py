@@ -15,7 +15,7 @@ from ...engine.errors import InputError, WgnnError
 from ...engine.ops.base import TensorSpec
 from ..base import Backend, Execution, Step, register_backend
 from .context import get_context
-from .loader import STORAGE, UNIFORM, Kernel, pipeline_cache
+from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, UNIFORM, Kernel, pipeline_cache
 
 log = logging.getLogger("wgnn.wgpu")
 
@@ -70,9 +70,21 @@ class GpuExecution(Execution):
         counts excepted: drivers unroll them). Checked against adapters' loop limits."""
         return 0
 
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        """Layouts the kernel runs its feature maps in, preferred first ("linear", "nc4hw4").
+        A kernel preferring linear but accepting nc4hw4 follows the layout of its inputs."""
+        return ("linear",)
+
+    @classmethod
+    def layout_inputs(cls, step: Step) -> tuple[int, ...]:
+        """Input indices read in the step's layout; other inputs are always linear."""
+        return (0,)
+
     def __init__(self, backend: WgpuBackend, step: Step):
         super().__init__(backend, step)
         self.dispatches: list[Dispatch] = []
+        self.layout = "linear"  # set by the layout pass before prepare()
 
     def binding(self, name: str) -> dict:
         return self.backend.binding(name)
@@ -84,7 +96,8 @@ class GpuExecution(Execution):
         if invocations <= 0:
             return
         backend = self.backend
-        bindings = tuple([STORAGE] * len(tensors) + [UNIFORM])
+        written = set(self.step.outputs)
+        bindings = tuple([backend.binding_kind(name, name in written) for name in tensors] + [UNIFORM])
         try:
             kernel = backend.pipelines.get(path, bindings, params=text,
                                            constants={"WG": WORKGROUP, **(constants or {})})
@@ -124,8 +137,8 @@ class WgpuBackend(Backend):
         # Only fp32 linear buffers exist so far; refuse rather than silently run something else.
         if getattr(config, "precision", "fp32") != "fp32":
             raise WgnnError(f"the wgpu backend runs precision fp32 only so far, not {config.precision!r}")
-        if getattr(config, "storage", "auto") == "texture":
-            raise WgnnError("the wgpu backend keeps tensors in buffers so far; use storage='buffer' or 'auto'")
+        # NC4HW4 storage: "auto" keeps buffers until a per-adapter measurement says otherwise.
+        self.nc4hw4_storage = "texture" if getattr(config, "storage", "auto") == "texture" else "buffer"
         self.context = get_context(getattr(config, "adapter", None))
         self.device = self.context.device
         self.wgpu = self.context.wgpu
@@ -137,6 +150,7 @@ class WgpuBackend(Backend):
         self.locations: dict[str, tuple[object, int, int]] = {}  # tensor -> (buffer, offset, size)
         self.specs: dict[str, TensorSpec] = {}
         self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
+        self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
 
     # ------------------------------------------------------------------ scheduling
     def unsupported_reason(self, step: Step) -> str | None:
@@ -164,8 +178,55 @@ class WgpuBackend(Backend):
         return EXECUTIONS[step.op.op_type](self, step)
 
     # ------------------------------------------------------------------ memory
+    def assign_layouts(self, segments, specs) -> None:
+        from .layout import LayoutPlanner
+
+        planner = LayoutPlanner(self, specs)
+        planner.run(segments)
+        self.placements = planner.placements
+
+    def placement(self, name: str):
+        from .layout import LINEAR_BUFFER
+
+        return self.placements.get(name, LINEAR_BUFFER)
+
+    def texture_limit_reason(self, spec: TensorSpec) -> str | None:
+        from .layout import texture_extent
+
+        width, height, layers = texture_extent(spec)
+        side = self.context.limits.get("max-texture-dimension-2d", 8192)
+        most_layers = self.context.limits.get("max-texture-array-layers", 256)
+        if width > side or height > side:
+            return f"{width}x{height} exceeds the adapter's {side} texture size"
+        if layers > most_layers:
+            return f"{layers} layers exceed the adapter's {most_layers} texture layers"
+        return None
+
+    def binding_kind(self, name: str, written: bool) -> str:
+        if self.placement(name).storage == "texture":
+            return TEXTURE_OUT if written else TEXTURE_IN
+        return STORAGE
+
     def tensor_bytes(self, name: str, spec: TensorSpec) -> int:
-        return spec.size * 4
+        from .layout import nc4hw4_bytes
+
+        placement = self.placement(name)
+        if placement.storage == "texture":
+            return 0  # textures are pooled apart from the buffer arena
+        return nc4hw4_bytes(spec) if placement.layout == "nc4hw4" else spec.size * 4
+
+    def _texture(self, spec: TensorSpec, label: str):
+        from .layout import texture_extent
+
+        usage = (self.wgpu.TextureUsage.TEXTURE_BINDING | self.wgpu.TextureUsage.STORAGE_BINDING
+                 | self.wgpu.TextureUsage.COPY_SRC | self.wgpu.TextureUsage.COPY_DST)
+        try:
+            texture = self.device.create_texture(size=texture_extent(spec), format="rgba32float", usage=usage,
+                                                 dimension="2d", label=label)
+        except Exception as exc:
+            raise WgnnError(f"GPU memory: could not create a texture for {label} on {self.context.name}: {exc}") \
+                from None
+        return texture, texture.create_view(dimension="2d-array")
 
     def _buffer(self, size: int, label: str):
         usage = self.wgpu.BufferUsage.STORAGE | self.wgpu.BufferUsage.COPY_SRC | self.wgpu.BufferUsage.COPY_DST
@@ -176,13 +237,21 @@ class WgpuBackend(Backend):
                             f"{self.context.name}: {exc}") from None
 
     def plan_memory(self, specs, lifetimes, dedicated, constants):
-        pool = super().plan_memory(specs, lifetimes, dedicated, constants)
+        textured = {t.name for t in lifetimes if self.placement(t.name).storage == "texture"}
+        pool = super().plan_memory(specs, [t for t in lifetimes if t.name not in textured], dedicated, constants)
         self.specs = specs
         self.locations = {}
         self.arena = self._buffer(pool.peak_bytes, "wgnn arena")
         for name, offset in pool.offsets.items():
             self.locations[name] = (self.arena, offset, max(4, self.tensor_bytes(name, specs[name])))
+        self._pool_textures([t for t in lifetimes if t.name in textured], pool)
         for name in dedicated:
+            if self.placement(name).storage == "texture":
+                from .layout import texture_extent
+
+                self.locations[name] = self._texture(specs[name], name)
+                pool.dedicated_bytes += math.prod(texture_extent(specs[name])) * 16
+                continue
             size = max(4, self.tensor_bytes(name, specs[name]))
             pool.dedicated_bytes += size
             self.locations[name] = (self._buffer(size, name), 0, size)
@@ -190,6 +259,24 @@ class WgpuBackend(Backend):
             self.locations[name] = self._constant(name, value)
             pool.dedicated_bytes += self.locations[name][2]
         return pool
+
+    def _pool_textures(self, lifetimes, pool) -> None:
+        """Textures of equal extent are reused by tensors whose lifetimes do not overlap."""
+        from .layout import texture_extent
+
+        free: list[tuple[tuple, int, tuple]] = []  # (extent, last use, (texture, view))
+        for item in sorted(lifetimes, key=lambda t: t.first):
+            extent = texture_extent(self.specs[item.name])
+            nbytes = math.prod(extent) * 16
+            pool.naive_bytes += nbytes
+            reuse = next((i for i, (e, last, _) in enumerate(free) if e == extent and last < item.first), None)
+            if reuse is None:
+                resource = self._texture(self.specs[item.name], item.name)
+                pool.peak_bytes += nbytes
+            else:
+                resource = free.pop(reuse)[2]
+            self.locations[item.name] = resource
+            free.append((extent, item.last, resource))
 
     def _constant(self, name: str, value: np.ndarray):
         # Initializers keep their buffers across resizes; values computed at resize are re-uploaded.
@@ -203,7 +290,9 @@ class WgpuBackend(Backend):
         self.constant_buffers[name] = (id(value), buffer)
         return buffer, 0, nbytes
 
-    def binding(self, name: str) -> dict:
+    def binding(self, name: str):
+        if self.placement(name).storage == "texture":
+            return self.locations[name][1]  # the 2-D array view
         buffer, offset, size = self.locations[name]
         return {"buffer": buffer, "offset": offset, "size": _round4(size)}
 
@@ -245,10 +334,23 @@ class WgpuBackend(Backend):
                 values[name] = self.download(name)
 
     def download(self, name: str) -> np.ndarray:
+        from .layout import nc4hw4_dims, texture_extent, unpack_nc4hw4
+
         spec = self.specs[name]
-        buffer, offset, size = self.locations[name]
         if spec.size == 0:
             return np.zeros(spec.shape, spec.dtype)
+        placement = self.placement(name)
+        if placement.storage == "texture":
+            width, height, layers = texture_extent(spec)
+            raw = self.device.queue.read_texture(
+                {"texture": self.locations[name][0], "origin": (0, 0, 0)},
+                {"offset": 0, "bytes_per_row": width * 16, "rows_per_image": height}, (width, height, layers))
+            blocks = math.prod(nc4hw4_dims(spec.shape)) * 4  # the texture may hold a spare layer
+            return unpack_nc4hw4(np.frombuffer(raw, np.float32, count=blocks), spec.shape)
+        buffer, offset, size = self.locations[name]
+        if placement.layout == "nc4hw4":
+            return unpack_nc4hw4(np.frombuffer(self.device.queue.read_buffer(buffer, offset, size), np.float32),
+                                 spec.shape)
         raw = self.device.queue.read_buffer(buffer, offset, _round4(size))
         array = np.frombuffer(raw, dtype=_NUMPY_GPU[spec.dtype], count=spec.size)
         return array.astype(spec.dtype).reshape(spec.shape)

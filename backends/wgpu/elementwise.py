@@ -55,8 +55,23 @@ def broadcast_params(out_shape, *shapes) -> list[int]:
     return params
 
 
+def feature_map_text(execution, names: dict[str, tuple[str, int, int, bool]]) -> dict[str, str]:
+    """DECL_<VAR> texts for NC4HW4 tensors: var -> (tensor, binding, params slot, written)."""
+    from .layout import nc4hw4_text
+
+    backend = execution.backend
+    return {f"DECL_{var.upper()}": nc4hw4_text(var, binding, slot, backend.placement(tensor), write=write)
+            for var, (tensor, binding, slot, write) in names.items()}
+
+
 @gpu_kernel("Unary")
 class UnaryGpu(GpuExecution):
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        from .layout import is_feature_map
+
+        return ("linear", "nc4hw4") if is_feature_map(step.input_specs[0]) else ("linear",)
+
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
         if cls.expression(step) is None:
@@ -71,6 +86,9 @@ class UnaryGpu(GpuExecution):
 
     def prepare(self) -> None:
         step = self.step
+        if self.layout == "nc4hw4":
+            self.prepare_nc4hw4()
+            return
         n = step.output_specs[0].size
         t = wgsl_type(step.input_specs[0].dtype)
         alpha, beta = float(step.attrs["alpha"]), float(step.attrs["beta"])
@@ -85,9 +103,37 @@ class UnaryGpu(GpuExecution):
                 text["READ"] = "pu"
         self.dispatch("elementwise/unary.wgsl", [step.inputs[0], step.outputs[0]], [n] + scalars, -(-n // 4), text=text)
 
+    def prepare_nc4hw4(self) -> None:
+        from .layout import accessor_params, nc4hw4_dims
+
+        step = self.step
+        spec = step.output_specs[0]
+        blocks = math.prod(nc4hw4_dims(spec.shape))
+        params = [blocks, float(step.attrs["alpha"]), float(step.attrs["beta"]), 0]
+        params += accessor_params(step.input_specs[0]) + accessor_params(spec)
+        text = feature_map_text(self, {"x": (step.inputs[0], 0, 4, False), "y": (step.outputs[0], 1, 9, True)})
+        text["EXPR"] = self.expression(step)
+        self.dispatch("elementwise/unary_nc4hw4.wgsl", [step.inputs[0], step.outputs[0]], params, blocks, text=text)
+
 
 @gpu_kernel("Binary")
 class BinaryGpu(GpuExecution):
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        from .layout import is_feature_map
+
+        if not (is_feature_map(step.output_specs[0]) and all(is_feature_map(s) for s in step.input_specs)):
+            return ("linear",)
+        out_channels = step.output_specs[0].shape[1]
+        # Channels broadcast lane-wise only from a single channel (splat).
+        if any(s.shape[1] not in (1, out_channels) for s in step.input_specs):
+            return ("linear",)
+        return ("linear", "nc4hw4")
+
+    @classmethod
+    def layout_inputs(cls, step: Step) -> tuple[int, ...]:
+        return (0, 1)
+
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
         kind = step.attrs["kind"]
@@ -102,6 +148,9 @@ class BinaryGpu(GpuExecution):
         return None
 
     def prepare(self) -> None:
+        if self.layout == "nc4hw4":
+            self.prepare_nc4hw4()
+            return
         step = self.step
         kind = step.attrs["kind"]
         a, b = step.input_specs
@@ -115,6 +164,23 @@ class BinaryGpu(GpuExecution):
         params[1] = int(a.shape == b.shape == out.shape)
         self.dispatch("elementwise/binary.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]], params,
                       -(-out.size // 4), text={"TA": ta, "TO": to, "EXPR": expr})
+
+
+    def prepare_nc4hw4(self) -> None:
+        from .layout import accessor_params, nc4hw4_dims
+
+        step = self.step
+        kind = step.attrs["kind"]
+        a, b = step.input_specs
+        out = step.output_specs[0]
+        blocks = math.prod(nc4hw4_dims(out.shape))
+        params = [blocks, int(a.shape[1] == 1 < out.shape[1]), int(b.shape[1] == 1 < out.shape[1]), 0]
+        params += accessor_params(a) + accessor_params(b) + accessor_params(out)
+        text = feature_map_text(self, {"a": (step.inputs[0], 0, 4, False), "b": (step.inputs[1], 1, 9, False),
+                                       "c": (step.outputs[0], 2, 14, True)})
+        text["EXPR"] = (BINARY_EXPR.get(kind) or TYPED_BINARY_EXPR[kind]["f32"]).replace("{{ZERO}}", "0.0")
+        self.dispatch("elementwise/binary_nc4hw4.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]], params,
+                      blocks, text=text)
 
 
 @gpu_kernel("Where")

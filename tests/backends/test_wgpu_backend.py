@@ -151,8 +151,6 @@ def test_sessions_share_device_and_threads():
 def test_unavailable_configurations_are_refused():
     with pytest.raises(wgnn.WgnnError, match="fp32"):
         gpu_session(chain_model(), precision="fp16")
-    with pytest.raises(wgnn.WgnnError, match="buffers"):
-        gpu_session(chain_model(), storage="texture")
 
 
 def test_kernel_compile_error_names_the_op(monkeypatch):

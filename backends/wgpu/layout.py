@@ -1,0 +1,185 @@
+"""NC4HW4 on the GPU: placements, the layout pass, storage accessors and the Convert kernels.
+
+A 4-D float tensor is either linear (NCHW, array<f32>) or NC4HW4: channel c in slice c / 4, lane
+c % 4, padding lanes zero, stored as an array<vec4<f32>> buffer ((n * C4 + c4) * H + y) * W + x or
+as an rgba32float 2-D array texture (x = W, y = H, layer = n * C4 + c4). Kernels written against
+load_NAME(n, c4, y, x) / store_NAME(n, c4, y, x, v) run on either storage: nc4hw4_text() generates
+those accessors (and their bindings) for the storage each tensor has.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...engine.graph import Node
+from ...engine.ops.base import OPS, TensorSpec
+from ..base import Step
+from .backend import GpuExecution, gpu_kernel
+
+log = logging.getLogger("wgnn.wgpu")
+
+LINEAR, NC4HW4 = "linear", "nc4hw4"
+BUFFER, TEXTURE = "buffer", "texture"
+ACCESSOR_SLOTS = 5  # params slots per NC4HW4 tensor: N, C4, H, W, C
+
+
+@dataclass(frozen=True)
+class Placement:
+    layout: str = LINEAR
+    storage: str = BUFFER
+
+
+LINEAR_BUFFER = Placement()
+
+
+def is_feature_map(spec: TensorSpec | None) -> bool:
+    """Tensors that may take the NC4HW4 layout: 4-D float32."""
+    return spec is not None and len(spec.shape) == 4 and spec.dtype == "float32"
+
+
+def nc4hw4_dims(shape) -> tuple[int, int, int, int]:
+    n, c, h, w = shape
+    return n, -(-c // 4), h, w
+
+
+def accessor_params(spec: TensorSpec) -> list[int]:
+    n, c4, h, w = nc4hw4_dims(spec.shape)
+    return [n, c4, h, w, spec.shape[1]]
+
+
+def nc4hw4_text(var: str, binding: int, slot: int, placement: Placement, *, write: bool) -> str:
+    """WGSL declaration of tensor `var` at `binding` with its accessor (load_var or store_var);
+    its dims are read from params slots slot..slot+4 (accessor_params)."""
+    n_c4, h, w, c = f"p({slot + 1}u)", f"p({slot + 2}u)", f"p({slot + 3}u)", f"p({slot + 4}u)"
+    if placement.storage == TEXTURE:
+        if write:
+            return (f"@group(0) @binding({binding}) var {var}_t: texture_storage_2d_array<rgba32float, write>;\n"
+                    f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<f32>) {{\n"
+                    f"    textureStore({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, nc4hw4_mask(v, c4, {c}));\n}}")
+        return (f"@group(0) @binding({binding}) var {var}_t: texture_2d_array<f32>;\n"
+                f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<f32> {{\n"
+                f"    return textureLoad({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, 0);\n}}")
+    index = f"((n * {n_c4} + c4) * {h} + y) * {w} + x"
+    decl = f"@group(0) @binding({binding}) var<storage, read_write> {var}_b: array<vec4<f32>>;\n"
+    if write:
+        return decl + (f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<f32>) {{\n"
+                       f"    {var}_b[{index}] = nc4hw4_mask(v, c4, {c});\n}}")
+    return decl + (f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<f32> {{\n"
+                   f"    return {var}_b[{index}];\n}}")
+
+
+def pack_nc4hw4(array: np.ndarray) -> np.ndarray:
+    """NCHW float32 -> (N, C4, H, W, 4) with zero padding lanes."""
+    n, c, h, w = array.shape
+    c4 = -(-c // 4)
+    padded = np.zeros((n, c4 * 4, h, w), np.float32)
+    padded[:, :c] = array
+    return np.ascontiguousarray(padded.reshape(n, c4, 4, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def unpack_nc4hw4(data: np.ndarray, shape) -> np.ndarray:
+    n, c, h, w = shape
+    c4 = -(-c // 4)
+    blocks = data.reshape(n, c4, h, w, 4).transpose(0, 1, 4, 2, 3).reshape(n, c4 * 4, h, w)
+    return np.ascontiguousarray(blocks[:, :c])
+
+
+class LayoutPlanner:
+    """The layout pass of one resize: walks the GPU steps in order, runs each in the layout its
+    kernel prefers (or the one its inputs already have), and inserts Convert steps where a
+    consumer needs another layout than the producer wrote. Graph inputs and constants are linear."""
+
+    def __init__(self, backend, specs: dict[str, TensorSpec]):
+        self.backend = backend
+        self.specs = specs
+        self.placements: dict[str, Placement] = {}
+        self.converted: dict[tuple[str, str], str] = {}
+
+    def storage_for(self, name: str, spec: TensorSpec) -> str:
+        if self.backend.nc4hw4_storage != TEXTURE:
+            return BUFFER
+        reason = self.backend.texture_limit_reason(spec)
+        if reason:
+            log.info("%s stays in a buffer: %s", name, reason)
+            return BUFFER
+        return TEXTURE
+
+    def placement(self, name: str) -> Placement:
+        return self.placements.get(name, LINEAR_BUFFER)
+
+    def run(self, segments) -> None:
+        for segment in segments:
+            steps = []
+            for step, execution in segment.steps:
+                layout = self.choose(step, execution)
+                execution.layout = layout
+                for i, name in enumerate(step.inputs):
+                    if name and is_feature_map(step.input_specs[i]) and i in execution.layout_inputs(step):
+                        step.inputs[i] = self.convert(name, layout, steps)
+                    elif name and self.placement(name).layout != LINEAR:
+                        step.inputs[i] = self.convert(name, LINEAR, steps)
+                for name, spec in zip(step.outputs, step.output_specs):
+                    if name and layout == NC4HW4 and is_feature_map(spec):
+                        self.placements[name] = Placement(NC4HW4, self.storage_for(name, spec))
+                steps.append((step, execution))
+            segment.steps = steps
+
+    def choose(self, step: Step, execution) -> str:
+        options = execution.layouts(step)
+        if NC4HW4 not in options or not any(is_feature_map(s) for s in step.output_specs):
+            return LINEAR
+        if options[0] == NC4HW4:
+            return NC4HW4
+        inputs = [n for i, n in enumerate(step.inputs) if n and i in execution.layout_inputs(step)]
+        return NC4HW4 if any(self.placement(n).layout == NC4HW4 for n in inputs) else LINEAR
+
+    def convert(self, name: str, layout: str, steps: list) -> str:
+        if self.placement(name).layout == layout:
+            return name
+        key = (name, layout)
+        if key not in self.converted:
+            target = f"{name}@{layout}"
+            spec = self.specs[name]
+            node = Node("Convert", [name], [target], {"layout": layout}, name=target)
+            step = Step(node, OPS["Convert"], {"layout": layout}, [name], [target], [spec], [spec],
+                        [None], backend=self.backend.name)
+            self.specs[target] = spec
+            if layout == NC4HW4:
+                self.placements[target] = Placement(NC4HW4, self.storage_for(target, spec))
+            execution = ConvertGpu(self.backend, step)
+            execution.layout = layout
+            steps.append((step, execution))
+            self.converted[key] = target
+        return self.converted[key]
+
+
+@gpu_kernel("Convert")
+class ConvertGpu(GpuExecution):
+    """Linear NCHW <-> NC4HW4 (buffer or texture), one vec4 block per invocation."""
+
+    def prepare(self) -> None:
+        step = self.step
+        spec = step.input_specs[0]
+        n, c4, h, w = nc4hw4_dims(spec.shape)
+        blocks = n * c4 * h * w
+        params = [blocks, 0, 0, 0, *accessor_params(spec)]
+        if step.attrs["layout"] == NC4HW4:
+            text = {"DECL": nc4hw4_text("y", 1, 4, self.backend.placement(step.outputs[0]), write=True)}
+            self.dispatch("layout/to_nc4hw4.wgsl", [step.inputs[0], step.outputs[0]], params, blocks, text=text)
+        else:
+            text = {"DECL": nc4hw4_text("x", 0, 4, self.backend.placement(step.inputs[0]), write=False)}
+            self.dispatch("layout/to_linear.wgsl", [step.inputs[0], step.outputs[0]], params, blocks, text=text)
+
+
+def texture_extent(spec: TensorSpec) -> tuple[int, int, int]:
+    # At least 2 layers: wgpu's OpenGL backend makes a 1-layer texture a plain 2-D texture, and
+    # reads through its 2d-array view then return wrong values (measured on llvmpipe GL).
+    n, c4, h, w = nc4hw4_dims(spec.shape)
+    return max(w, 1), max(h, 1), max(n * c4, 2)
+
+
+def nc4hw4_bytes(spec: TensorSpec) -> int:
+    return math.prod(nc4hw4_dims(spec.shape)) * 16
