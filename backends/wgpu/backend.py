@@ -89,6 +89,11 @@ class GpuExecution(Execution):
     def binding(self, name: str) -> dict:
         return self.backend.binding(name)
 
+    def packed_constant(self, key: str, source: np.ndarray, pack) -> str:
+        """A GPU copy of pack(source) (e.g. weights repacked for the kernel), made once per
+        source array and kept across resizes; returns a tensor name to pass to dispatch()."""
+        return self.backend.packed_constant(f"{self.step.node.name}/{key}", source, pack)
+
     def dispatch(self, path: str, tensors: list[str], params: list[int | float], invocations: int, *,
                  text: dict[str, str] | None = None, constants: dict | None = None) -> None:
         """Prepare one dispatch of kernels_wgsl/<path> over `invocations` invocations, binding the
@@ -151,6 +156,7 @@ class WgpuBackend(Backend):
         self.specs: dict[str, TensorSpec] = {}
         self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
         self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
+        self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
 
     # ------------------------------------------------------------------ scheduling
     def unsupported_reason(self, step: Step) -> str | None:
@@ -259,6 +265,17 @@ class WgpuBackend(Backend):
             self.locations[name] = self._constant(name, value)
             pool.dedicated_bytes += self.locations[name][2]
         return pool
+
+    def packed_constant(self, name: str, source: np.ndarray, pack) -> str:
+        cached = self.packed.get(name)
+        if cached is None or cached[0] is not source:
+            data = np.asarray(pack(source))
+            data = to_gpu_array(name, data) if data.dtype != np.float32 else data.reshape(-1)
+            buffer = self._buffer(data.nbytes, name)
+            self.device.queue.write_buffer(buffer, 0, data.tobytes() if data.nbytes else b"\0" * 4)
+            cached = self.packed[name] = (source, buffer, max(4, data.nbytes))
+        self.locations[name] = (cached[1], 0, cached[2])
+        return name
 
     def _pool_textures(self, lifetimes, pool) -> None:
         """Textures of equal extent are reused by tensors whose lifetimes do not overlap."""
