@@ -478,6 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_demo)
+
+    from .commands import register_all
+
+    register_all(sub)
     return parser
 
 
