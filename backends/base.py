@@ -6,6 +6,7 @@ everything at resize; run() (CPU) or encode() (GPU) must not compile or allocate
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -44,18 +45,12 @@ class Execution:
         self.attrs = step.attrs
 
     def prepare(self) -> None:
-        """Build everything the step needs for its shapes (weights repacked, pipelines, ...)."""
-
-    def run(self, inputs: list[np.ndarray | None], outputs: list[np.ndarray]) -> None:
-        """CPU backends: compute outputs (preallocated arrays) from inputs."""
-        raise NotImplementedError
-
-    def encode(self, recorder) -> None:
-        """GPU backends: record the step's dispatches."""
-        raise NotImplementedError
+        """Build everything the step needs for its shapes (weights repacked, pipelines, ...).
+        Then the backend's execute() drives it: CPU executions have run(inputs, outputs), GPU
+        executions encode(recorder)."""
 
 
-class Backend:
+class Backend(ABC):
     name: ClassVar[str] = ""
     # Byte alignment of tensors placed in this backend's memory arena.
     alignment: ClassVar[int] = 64
@@ -80,16 +75,17 @@ class Backend:
 
         return plan_memory(lifetimes, self.alignment)
 
+    @abstractmethod
     def execute(self, segment, values: dict[str, np.ndarray]) -> None:
         """Run a segment: read its imports from values, put its exports into values."""
-        raise NotImplementedError
 
+    @abstractmethod
     def unsupported_reason(self, step: Step) -> str | None:
         """None when the backend can run this step, else a short reason for the report."""
-        raise NotImplementedError
 
+    @abstractmethod
     def create_execution(self, step: Step) -> Execution:
-        raise NotImplementedError
+        """The step bound to this backend (prepared later, after memory planning)."""
 
 
 BACKENDS: dict[str, type[Backend]] = {}

@@ -5,6 +5,7 @@ types (the Unary family holds Relu, Sigmoid, ... as kinds of one op type "Unary"
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,7 +91,7 @@ class InferContext:
         return axis + rank if axis < 0 else axis
 
 
-class OpDef:
+class OpDef(ABC):
     """Base of every op definition. Subclasses set op_type, family, attrs and override infer()."""
 
     op_type: ClassVar[str] = ""
@@ -123,16 +124,18 @@ class OpDef:
                              f"{self.op_type} kinds are {list(self.kinds)}")
         return resolved
 
+    @abstractmethod
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
-        raise NotImplementedError(f"{self.op_type} has no shape function")
+        """Output specs from input specs, attributes and the input values known at resize."""
 
     def flops(self, ctx: InferContext, outputs: list[TensorSpec]) -> int:
         """Floating-point operations; by default one per output element."""
         return sum(o.size for o in outputs)
 
     def geometry(self, ctx: InferContext, outputs: list[TensorSpec]):
-        """For data-movement ops: one RasterPlan per output (see engine.geometry)."""
-        raise NotImplementedError(f"{self.op_type} is not a data-movement op")
+        """For data-movement ops: one RasterPlan per output (see engine.geometry), or None when
+        this instance cannot be lowered (its kernel runs instead)."""
+        return None
 
 
 def _check_attr(node: Node, key: str, spec: Attr, value: Any) -> Any:
