@@ -65,6 +65,7 @@ class Backend(ABC):
     def assign_layouts(self, segments: list, specs: dict[str, TensorSpec]) -> None:
         """Choose each tensor's layout on this backend and insert the conversion steps that
         consumers need (adding their outputs to specs). CPU backends keep everything linear."""
+        return
 
     def plan_memory(self, specs: dict[str, TensorSpec], lifetimes: list, dedicated: list[str],
                     constants: dict[str, np.ndarray]):
