@@ -426,7 +426,7 @@ def version_text() -> str:
 
 # ------------------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    from ..models.zoo import ZOO
+    from .demo import DEFAULT_MODEL, demo_models
 
     parser = argparse.ArgumentParser(prog="wgnn", description="wgnn: neural-network inference with WGSL/wgpu "
                                      "and a numpy reference backend.")
@@ -469,13 +469,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_run)
 
-    p = sub.add_parser("demo", help="run a zoo model on the best available backend")
-    p.add_argument("--model", default="mobilenetv2", choices=sorted(ZOO), help="zoo model (default mobilenetv2)")
+    p = sub.add_parser("demo", help="classify the shipped handwritten digits on the GPU (or run a zoo model)")
+    p.add_argument("--model", default=DEFAULT_MODEL, choices=demo_models(),
+                   help=f"{DEFAULT_MODEL} (default: the shipped digits classifier) or a zoo model")
     p.add_argument("--provider", action="append", help="backends (default: wgpu,numpy when wgpu is available)")
     p.add_argument("--runs", type=int, default=5, help="timed runs (default 5)")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--batch", type=int, help="images per inference (default: all held-out digits; zoo models 1)")
     p.add_argument("--adapter", help=adapter_help)
-    p.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    p.add_argument("--seed", type=int, default=0, help="digits: picks the digits drawn; zoo models: the random inputs")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_demo)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import image
 from .engine.api import InferenceSession, NodeArg
 from .engine.config import Config
 from .engine.errors import (
@@ -55,8 +56,27 @@ def convert(source, output=None, **options) -> Model:
 
 
 __all__ = [
-    "AdapterError", "Config", "ConversionError", "FormatVersionError", "Graph", "InferenceSession",
-    "InputError", "Interpreter", "Model", "ModelError", "Node", "NodeArg", "Session", "ShapeError",
-    "TensorInfo", "UnsupportedOpError", "WgnnError", "__version__", "adapters", "convert", "load_model",
+    "AdapterError",
+    "Config",
+    "ConversionError",
+    "FormatVersionError",
+    "Graph",
+    "InferenceSession",
+    "InputError",
+    "Interpreter",
+    "Model",
+    "ModelError",
+    "Node",
+    "NodeArg",
+    "Session",
+    "ShapeError",
+    "TensorInfo",
+    "UnsupportedOpError",
+    "WgnnError",
+    "__version__",
+    "adapters",
+    "convert",
+    "image",
+    "load_model",
     "save_model",
 ]
