@@ -184,3 +184,12 @@ def test_installed_console_script(installed):
     assert script.exists(), "the wgnn console script was not installed"
     result = run([script, "--version"], cwd=work)
     assert result.stdout.startswith("wgnn ")
+
+
+def test_installed_demo_classifies_the_shipped_digits(installed):
+    """The shipped model and test set are package data: the demo runs from the wheel alone."""
+    result = run_in_venv(installed, """
+        from wgnn.tools.demo import run_demo
+        print(run_demo(providers=["numpy"], runs=1)["correct"])
+    """)
+    assert int(result.stdout.split()[-1]) == 348
