@@ -5,8 +5,15 @@ D x H x W with missing leading axes of size 1.
   that slides loaded columns across W taps when the W stride equals the W dilation,
   conv_slide.wgsl), and for one input channel per group with a channel multiplier < 4 a depthwise
   kernel, one channel's row segment of up to 64 pixels per invocation (depthwise.wgsl).
+- Conv 2-D on NC4HW4 feature maps, preferred where the weights are known at resize (repacked once
+  into vec4s over 4 output channels): one output slice (4 channels) x 8 pixels along W per
+  invocation, looping over input slices and taps with vec4 loads (conv_nc4hw4.wgsl; sliding
+  columns across W taps where the W stride equals the W dilation, conv_slide_nc4hw4.wgsl) for
+  one group or groups of whole slices; depthwise (group = C_in = C_out), a slice's row segment
+  per invocation (depthwise_nc4hw4.wgsl). Other 4-D convs (channel multipliers, groups of
+  partial slices, weights known only at run time) and 1-D/3-D convs stay linear.
 - ConvTranspose: a gather kernel, 4 output channels x 4 pixels of one residue class modulo the W
-  stride per invocation (conv_transpose.wgsl).
+  stride per invocation (conv_transpose.wgsl); linear only.
 
 Pads and output sizes come from the engine's shape helpers (engine/ops/conv.py) at prepare time;
 bias and the fused activation (a Unary kind, as WGSL text from elementwise.UNARY_EXPR) run in the
@@ -16,11 +23,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
-from .elementwise import UNARY_EXPR
+from .elementwise import UNARY_EXPR, feature_map_text
 
 MAX_SPATIAL = 3
 BLOCK = 4  # output channels and pixels per invocation of conv_transpose.wgsl; depthwise below this multiplier
@@ -28,6 +37,11 @@ CONV_BLOCK = 8  # output channels and output pixels per invocation of conv.wgsl
 # Output pixels along W per invocation of depthwise.wgsl and pool.wgsl (a multiple of 4): their
 # index arithmetic (integer divisions, slow on lavapipe) is paid once per segment.
 SEGMENT = 64
+# Output pixels along W per invocation of conv_nc4hw4.wgsl / conv_slide_nc4hw4.wgsl (x 4 channels;
+# on lavapipe 8 pixels ran 1.4-1.7x faster than 4: the weight loads serve twice the pixels) and of
+# depthwise_nc4hw4.wgsl (a row segment, 4 pixels at a time; 4 to 32 measured the same).
+NC4HW4_PIXELS = 8
+DW_SEGMENT = 16
 
 
 def infer_context(step: Step) -> InferContext:
@@ -103,9 +117,73 @@ class _ConvBase(GpuExecution):
         return [step.inputs[0], step.inputs[1], bias, step.outputs[0]], has_bias
 
 
+def known(step: Step, i: int) -> bool:
+    """Whether input i is absent or its value is known at resize (a constant)."""
+    values = step.input_values or []
+    return not (i < len(step.inputs) and step.inputs[i]) or (i < len(values) and values[i] is not None)
+
+
+def nc4hw4_conv_kind(step: Step) -> str | None:
+    """The NC4HW4 kernel that runs this Conv ("depthwise" or "conv"), or None: it stays linear."""
+    from .layout import is_feature_map
+
+    x, w = step.input_specs[0], step.input_specs[1].shape
+    if not (is_feature_map(x) and known(step, 1) and known(step, 2)):
+        return None
+    group = step.attrs["group"]
+    cg, mg = x.shape[1] // group, w[0] // group
+    if cg == 1 and mg == 1:
+        return "depthwise"
+    # An output slice must read one group's input slices.
+    return "conv" if group == 1 or (cg % 4 == 0 and mg % 4 == 0) else None
+
+
+def pack_conv_weights(w: np.ndarray) -> np.ndarray:
+    """(C_out, C_in/group, kH, kW) -> (C_out4, kH, kW, C_in/group padded to slices, 4): a vec4 over
+    4 output channels per input channel and tap; padding channels get zero weights."""
+    cout, cg, kh, kw = w.shape
+    padded = np.zeros((ceil_div(cout, 4) * 4, ceil_div(cg, 4) * 4, kh, kw), np.float32)
+    padded[:cout, :cg] = w
+    return padded.reshape(-1, 4, padded.shape[1], kh, kw).transpose(0, 3, 4, 2, 1)
+
+
+def pack_depthwise_weights(w: np.ndarray) -> np.ndarray:
+    """(C, 1, kH, kW) -> (C4, kH, kW, 4): a vec4 over a slice's 4 channels per tap."""
+    c, _, kh, kw = w.shape
+    padded = np.zeros((ceil_div(c, 4) * 4, kh, kw), np.float32)
+    padded[:c] = w[:, 0]
+    return padded.reshape(-1, 4, kh, kw).transpose(0, 2, 3, 1)
+
+
+def pack_channels(v: np.ndarray) -> np.ndarray:
+    """(C,) -> (C4 * 4,): zero-padded to whole vec4 slices."""
+    padded = np.zeros(ceil_div(v.size, 4) * 4, np.float32)
+    padded[:v.size] = v.reshape(-1)
+    return padded
+
+
 @gpu_kernel("Conv")
 class ConvGpu(_ConvBase):
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        return ("nc4hw4", "linear") if nc4hw4_conv_kind(step) else ("linear",)
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        kind = nc4hw4_conv_kind(step)
+        if kind is None:
+            return super().loop_iterations(step)
+        _, _, kh, kw = step.input_specs[1].shape
+        if kind == "depthwise":
+            return DW_SEGMENT // 4 * (kh * (kw + 1) + 1) + 8
+        slices = ceil_div(step.input_specs[0].shape[1] // step.attrs["group"], 4)
+        # The gather kernel loops taps around slices, the sliding one slices around W taps.
+        return kh * (max(kw * (slices + 1), slices * (kw + 1)) + 1) + 8
+
     def prepare(self) -> None:
+        if self.layout == "nc4hw4":
+            self.prepare_nc4hw4()
+            return
         step = self.step
         x, w, y = step.input_specs[0].shape, step.input_specs[1].shape, step.output_specs[0].shape
         ctx = infer_context(step)
@@ -129,6 +207,37 @@ class ConvGpu(_ConvBase):
         params = conv_params(invocations, x, y, w[2:], (cin, cout, cg, mg), blocks, strides, dilations,
                              begin, has_bias, step)
         self.dispatch(path, tensors, params, invocations, text={"ACT": activation(step)[0]})
+
+    def prepare_nc4hw4(self) -> None:
+        from .layout import accessor_params
+
+        step = self.step
+        x, w, y = step.input_specs[0], step.input_specs[1].shape, step.output_specs[0]
+        ctx = infer_context(step)
+        strides = spatial_list(ctx, "strides", 2, 1)
+        dilations = spatial_list(ctx, "dilations", 2, 1)
+        begin, _ = resolve_pads(ctx, x.shape[2:], w[2:], strides, dilations)
+        group = step.attrs["group"]
+        n, cout, oh, ow = y.shape
+        has_bias = len(step.inputs) > 2 and bool(step.inputs[2])
+        if nc4hw4_conv_kind(step) == "depthwise":
+            path, pack = "conv/depthwise_nc4hw4.wgsl", pack_depthwise_weights
+            blocks, slices = ceil_div(ow, DW_SEGMENT), (0, 0)
+        else:
+            path, pack = conv_kernel(w[3], strides[1], dilations[1]).replace(".wgsl", "_nc4hw4.wgsl"), pack_conv_weights
+            blocks = ceil_div(ow, NC4HW4_PIXELS)
+            # One group: every output slice reads all input slices (slice index / slices = group 0).
+            slices = ((ceil_div(cout, 4), ceil_div(x.shape[1], 4)) if group == 1
+                      else (cout // group // 4, x.shape[1] // group // 4))
+        invocations = n * ceil_div(cout, 4) * oh * blocks
+        weights = self.packed_constant("weights", step.input_values[1], pack)
+        bias = self.packed_constant("bias", step.input_values[2], pack_channels) if has_bias else weights
+        params = [invocations, blocks, *slices, *w[2:], *strides, *dilations, *begin, int(has_bias),
+                  float(step.attrs["activation_alpha"]), float(step.attrs["activation_beta"]), DW_SEGMENT,
+                  *accessor_params(x), *accessor_params(y)]
+        text = feature_map_text(self, {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 3, 21, True)})
+        text["ACT"] = activation(step)[0]
+        self.dispatch(path, [step.inputs[0], weights, bias, step.outputs[0]], params, invocations, text=text)
 
 
 @gpu_kernel("ConvTranspose")

@@ -175,10 +175,14 @@ class ConvertGpu(GpuExecution):
 
 
 def texture_extent(spec: TensorSpec) -> tuple[int, int, int]:
-    # At least 2 layers: wgpu's OpenGL backend makes a 1-layer texture a plain 2-D texture, and
-    # reads through its 2d-array view then return wrong values (measured on llvmpipe GL).
+    # wgpu's OpenGL backend guesses a texture's view kind from its extent (measured on llvmpipe
+    # GL): 1 layer makes a plain 2-D texture and a square one with a multiple of 6 layers a cube
+    # map; both then read back wrong through a 2d-array view. A spare layer avoids both guesses.
     n, c4, h, w = nc4hw4_dims(spec.shape)
-    return max(w, 1), max(h, 1), max(n * c4, 2)
+    layers = max(n * c4, 2)
+    if layers % 6 == 0:
+        layers += 1
+    return max(w, 1), max(h, 1), layers
 
 
 def nc4hw4_bytes(spec: TensorSpec) -> int:

@@ -1,12 +1,18 @@
 """Norm family on the GPU (float32): BatchNorm element-wise, InstanceNorm and LayerNorm with one
 invocation per normalized row (a loop over the row; fine on software adapters, where shader
-memory access dominates, and simple everywhere)."""
+memory access dominates, and simple everywhere).
+
+BatchNorm on a 4-D feature map with per-channel parameters known at resize also runs on NC4HW4
+(batch_norm_nc4hw4.wgsl, parameters repacked as vec4 slices); it prefers linear, so it follows
+the layout of its input."""
 from __future__ import annotations
 
 import math
 
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
+from .conv import ceil_div, known, pack_channels
+from .elementwise import feature_map_text
 from .matmul import broadcast_strides, merge_axes
 
 MAX_RANK = 6  # normalized axes of a broadcast LayerNorm scale/bias (prelude strided_offset)
@@ -23,9 +29,33 @@ class BatchNormGpu(GpuExecution):
     def unsupported_reason(cls, step: Step) -> str | None:
         return _float32_only(step)
 
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        from .layout import is_feature_map
+
+        params = range(1, 5)
+        per_channel = all(len(step.input_specs[i].shape) == 1 for i in params)
+        if is_feature_map(step.input_specs[0]) and per_channel and all(known(step, i) for i in params):
+            return ("linear", "nc4hw4")
+        return ("linear",)
+
     def prepare(self) -> None:
         step = self.step
         x = step.input_specs[0].shape
+        if self.layout == "nc4hw4":
+            from .layout import accessor_params
+
+            blocks = ceil_div(x[3], 4)
+            invocations = x[0] * ceil_div(x[1], 4) * x[2] * blocks
+            # Each parameter is its own packed constant, so each is uploaded once per source array.
+            packed = [self.packed_constant(key, step.input_values[i], pack_channels)
+                      for i, key in enumerate(("scale", "bias", "mean", "variance"), start=1)]
+            params = [invocations, blocks, float(step.attrs["epsilon"]), 0, *accessor_params(step.input_specs[0]),
+                      *accessor_params(step.output_specs[0])]
+            text = feature_map_text(self, {"x": (step.inputs[0], 0, 4, False), "y": (step.outputs[0], 5, 9, True)})
+            self.dispatch("norm/batch_norm_nc4hw4.wgsl", [step.inputs[0], *packed, step.outputs[0]], params,
+                          invocations, text=text)
+            return
         n = step.output_specs[0].size
         inner = math.prod(x[2:])
         per_channel = len(step.input_specs[1].shape) == 1

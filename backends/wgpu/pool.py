@@ -1,6 +1,10 @@
 """Pool family on the GPU: Pool (max / avg over sliding windows, a row segment of up to 64 output
 pixels per invocation) and GlobalPool (one invocation per (n, c) plane). One dispatch per op; window
 geometry (pads, auto_pad, ceil_mode, output sizes) comes from engine/ops/pool.pool_geometry.
+
+On 4-D float feature maps both prefer NC4HW4 (pool_nc4hw4.wgsl: a slice's row segment per
+invocation, a vec4 of 4 channels per pixel; global_pool_nc4hw4.wgsl: one invocation per (n, slice),
+writing the (N, C, 1, 1) output NC4HW4 too). 1-D and 3-D pools stay linear.
 """
 from __future__ import annotations
 
@@ -8,10 +12,25 @@ import math
 
 from ...engine.ops.pool import pool_geometry
 from ..base import Step
-from .backend import GpuExecution, gpu_kernel
+from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel
 from .conv import SEGMENT, as_3d, ceil_div, infer_context, window_reason
+from .elementwise import feature_map_text
 
 COMBINE = {"max": "max(a, v)", "avg": "a + v"}
+NC4HW4_SEGMENT = 16  # output pixels per invocation of pool_nc4hw4.wgsl, fewer for big windows
+
+
+def prefers_nc4hw4(step: Step) -> tuple[str, ...]:
+    from .layout import is_feature_map
+
+    return ("nc4hw4", "linear") if is_feature_map(step.input_specs[0]) else ("linear",)
+
+
+def nc4hw4_segment(kernel) -> tuple[int, int]:
+    """(pixels per invocation, loop iterations per pixel) of pool_nc4hw4.wgsl: the segment keeps an
+    invocation's loops within half of llvmpipe's loop budget."""
+    per_pixel = kernel[0] * (kernel[1] + 1) + 1
+    return max(1, min(NC4HW4_SEGMENT, LOOP_BUDGET // 2 // per_pixel)), per_pixel
 
 
 @gpu_kernel("Pool")
@@ -22,8 +41,15 @@ class PoolGpu(GpuExecution):
 
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
+        if cls.layouts(step)[0] == "nc4hw4":
+            segment, per_pixel = nc4hw4_segment(step.attrs["kernel_shape"])
+            return segment * (per_pixel + 1) + 8
         taps = math.prod(step.attrs["kernel_shape"])
         return SEGMENT // 4 * (2 * taps + 8) + 16
+
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        return prefers_nc4hw4(step)
 
     def prepare(self) -> None:
         step = self.step
@@ -36,6 +62,9 @@ class PoolGpu(GpuExecution):
             lo, hi = [-b for b in begin], [n + e for n, e in zip(sizes, end, strict=True)]
         else:
             lo, hi = [0] * len(sizes), list(sizes)
+        if self.layout == "nc4hw4":
+            self.prepare_nc4hw4(kernel, strides, dilations, begin, lo, hi)
+            return
         segments = ceil_div(y[-1], SEGMENT)
         invocations = y[0] * y[1] * math.prod(y[2:-1]) * segments
         params = [invocations, 0, 0, 0, 0, 0, SEGMENT, segments,
@@ -46,12 +75,44 @@ class PoolGpu(GpuExecution):
         self.dispatch("pool/pool.wgsl", [step.inputs[0], step.outputs[0]], params, invocations,
                       text={"COMBINE": COMBINE[kind]})
 
+    def prepare_nc4hw4(self, kernel, strides, dilations, begin, lo, hi) -> None:
+        from .layout import accessor_params
+
+        step = self.step
+        x, y = step.input_specs[0], step.output_specs[0]
+        kind = step.attrs["kind"]
+        n, c, oh, ow = y.shape
+        segment, _ = nc4hw4_segment(kernel)
+        segments = ceil_div(ow, segment)
+        invocations = n * ceil_div(c, 4) * oh * segments
+        params = [invocations, segments, segment, *kernel, *strides, *dilations, *begin,
+                  float("-inf") if kind == "max" else 0.0, int(kind == "avg"), lo[0], hi[0], lo[1], hi[1],
+                  0, 0, 0, *accessor_params(x), *accessor_params(y)]
+        text = feature_map_text(self, {"x": (step.inputs[0], 0, 20, False), "y": (step.outputs[0], 1, 25, True)})
+        text["COMBINE"] = COMBINE[kind]
+        self.dispatch("pool/pool_nc4hw4.wgsl", [step.inputs[0], step.outputs[0]], params, invocations, text=text)
+
 
 @gpu_kernel("GlobalPool")
 class GlobalPoolGpu(GpuExecution):
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        return math.prod(step.input_specs[0].shape[2:]) // 4 + 8
+        x = step.input_specs[0].shape
+        if cls.layouts(step)[0] == "nc4hw4":
+            return cls.nc4hw4_iterations(x)
+        return math.prod(x[2:]) // 4 + 8
+
+    @staticmethod
+    def nc4hw4_iterations(shape) -> int:
+        return shape[2] * (ceil_div(shape[3], 4) + 1) + 8  # rows, each 4 pixels per iteration
+
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        # Tall, narrow planes (rows of 1-3 pixels) loop more per pixel in NC4HW4: there the linear
+        # kernel keeps them within llvmpipe's loop budget.
+        if prefers_nc4hw4(step)[0] == "nc4hw4" and cls.nc4hw4_iterations(step.input_specs[0].shape) <= LOOP_BUDGET:
+            return ("nc4hw4", "linear")
+        return ("linear",)
 
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
@@ -62,6 +123,17 @@ class GlobalPoolGpu(GpuExecution):
         step = self.step
         x = step.input_specs[0].shape
         kind = step.attrs["kind"]
+        if self.layout == "nc4hw4":
+            from .layout import accessor_params
+
+            blocks = x[0] * ceil_div(x[1], 4)
+            params = [blocks, int(kind == "avg"), 0, 0, *accessor_params(step.input_specs[0]),
+                      *accessor_params(step.output_specs[0])]
+            text = feature_map_text(self, {"x": (step.inputs[0], 0, 4, False), "y": (step.outputs[0], 1, 9, True)})
+            text["COMBINE"] = COMBINE[kind]
+            self.dispatch("pool/global_pool_nc4hw4.wgsl", [step.inputs[0], step.outputs[0]], params, blocks,
+                          text=text)
+            return
         planes = x[0] * x[1]
         self.dispatch("pool/global_pool.wgsl", [step.inputs[0], step.outputs[0]],
                       [planes, math.prod(x[2:]), int(kind == "avg")], planes, text={"COMBINE": COMBINE[kind]})

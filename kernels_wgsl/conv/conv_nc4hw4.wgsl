@@ -1,0 +1,95 @@
+// Conv 2-D on NC4HW4 feature maps (x, y through generated accessors, buffer or texture), groups
+// whose channel counts are multiples of 4 (or one group), optional bias, fused activation {{ACT}}
+// (a WGSL expression of v, alpha, beta, applied per lane).
+// Each invocation computes one output slice (4 output channels) x 8 output pixels along W (on
+// lavapipe 1.4-1.7x faster than 4 pixels: the weight loads are shared by twice the pixels). Weights
+// are repacked at prepare as vec4 over the slice's 4 output channels, [oc4][ky][kx][ic] with ic
+// the group's input channel (padded to whole slices, zero weights): per input slice and tap, the
+// 4 weight vec4s form a matrix m (column j = input lane j), and acc += m * x is 16 FMAs per pixel.
+// Taps are outside the input-slice loop, so bounds checks stay out of the innermost loop.
+// params: 0 = invocations, 1 = pixel blocks along W, 2 = output slices per group, 3 = input slices
+// per group, 4..5 = kernel H W, 6..7 = strides, 8..9 = dilations, 10..11 = pads (top, left),
+// 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 16..20 x dims, 21..25 y dims (N, C4, H, W, C).
+{{DECL_X}}
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
+{{DECL_Y}}
+@group(0) @binding(4) var<uniform> params: Params;
+override WG: u32 = 64u;
+
+fn act(v: f32, alpha: f32, beta: f32) -> f32 {
+    return {{ACT}};
+}
+
+// Bias, activation and store of output pixel (n, oc4, oy, ox) unless it is past the row's end.
+fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
+    if (ox < p(24u)) {
+        let v = acc + b;
+        let alpha = pf(13u);
+        let beta = pf(14u);
+        store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
+                                          act(v.w, alpha, beta)));
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let index = i32(linear_id(gid, nwg, WG));
+    if (index >= p(0u)) {
+        return;
+    }
+    let h = p(18u); let wd = p(19u);
+    let oc4s = p(22u); let oh = p(23u);
+    let kh = p(4u); let kw = p(5u);
+    // Pixel block fastest (neighbouring invocations read neighbouring input), then rows, slices, batch.
+    var rest = index;
+    let ox0 = (rest % p(1u)) * 8; rest /= p(1u);
+    let oy = rest % oh; rest /= oh;
+    let oc4 = rest % oc4s;
+    let n = rest / oc4s;
+    let cg4 = p(3u);
+    let ic0 = (oc4 / p(2u)) * cg4;  // first input slice of the group
+    let sx = p(7u); let dx = p(9u);
+    let la = vec4<i32>(ox0 * sx - p(11u)) + vec4<i32>(0, 1, 2, 3) * sx;  // first tap's columns, pixels 0-3
+    let lb = la + vec4<i32>(4 * sx);  // pixels 4-7
+    let zero = vec4<f32>(0.0);
+
+    var a0 = zero; var a1 = zero; var a2 = zero; var a3 = zero;
+    var a4 = zero; var a5 = zero; var a6 = zero; var a7 = zero;
+    for (var ty = 0; ty < kh; ty++) {
+        let iy = oy * p(6u) - p(10u) + ty * p(8u);
+        if (iy < 0 || iy >= h) {
+            continue;
+        }
+        for (var tx = 0; tx < kw; tx++) {
+            let ia = la + vec4<i32>(tx * dx);
+            let ib = lb + vec4<i32>(tx * dx);
+            let ma = (ia >= vec4<i32>(0)) & (ia < vec4<i32>(wd));
+            let mb = (ib >= vec4<i32>(0)) & (ib < vec4<i32>(wd));
+            let ca = clamp(ia, vec4<i32>(0), vec4<i32>(wd - 1));
+            let cb = clamp(ib, vec4<i32>(0), vec4<i32>(wd - 1));
+            var wi = ((oc4 * kh + ty) * kw + tx) * cg4 * 4;
+            for (var c = ic0; c < ic0 + cg4; c++) {
+                let m = mat4x4<f32>(w[wi], w[wi + 1], w[wi + 2], w[wi + 3]);
+                a0 += m * select(zero, load_x(n, c, iy, ca.x), ma.x);
+                a1 += m * select(zero, load_x(n, c, iy, ca.y), ma.y);
+                a2 += m * select(zero, load_x(n, c, iy, ca.z), ma.z);
+                a3 += m * select(zero, load_x(n, c, iy, ca.w), ma.w);
+                a4 += m * select(zero, load_x(n, c, iy, cb.x), mb.x);
+                a5 += m * select(zero, load_x(n, c, iy, cb.y), mb.y);
+                a6 += m * select(zero, load_x(n, c, iy, cb.z), mb.z);
+                a7 += m * select(zero, load_x(n, c, iy, cb.w), mb.w);
+                wi += 4;
+            }
+        }
+    }
+
+    var b = zero;
+    if (p(12u) != 0) {
+        b = bias[oc4];
+    }
+    put(n, oc4, oy, ox0, a0, b); put(n, oc4, oy, ox0 + 1, a1, b);
+    put(n, oc4, oy, ox0 + 2, a2, b); put(n, oc4, oy, ox0 + 3, a3, b);
+    put(n, oc4, oy, ox0 + 4, a4, b); put(n, oc4, oy, ox0 + 5, a5, b);
+    put(n, oc4, oy, ox0 + 6, a6, b); put(n, oc4, oy, ox0 + 7, a7, b);
+}

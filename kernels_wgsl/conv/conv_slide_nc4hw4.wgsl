@@ -1,0 +1,92 @@
+// Conv 2-D on NC4HW4 feature maps where the W stride equals the W dilation (e.g. 3x3 stride 1;
+// used for kernels wider than 1): the 8 output pixels of a block read, for W tap t, input columns
+// c0 + (k + t) * stride, k = 0..7, so moving to the next tap shifts the 8 loaded vec4s by one and
+// loads one new column. Otherwise as conv_nc4hw4.wgsl: one output slice (4 channels) x 8 pixels
+// along W per invocation, weights [oc4][ky][kx][ic] as vec4 over the slice's output channels,
+// optional bias, fused activation {{ACT}} per lane.
+// params: as conv_nc4hw4.wgsl.
+{{DECL_X}}
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
+{{DECL_Y}}
+@group(0) @binding(4) var<uniform> params: Params;
+override WG: u32 = 64u;
+
+fn act(v: f32, alpha: f32, beta: f32) -> f32 {
+    return {{ACT}};
+}
+
+// Bias, activation and store of output pixel (n, oc4, oy, ox) unless it is past the row's end.
+fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
+    if (ox < p(24u)) {
+        let v = acc + b;
+        let alpha = pf(13u);
+        let beta = pf(14u);
+        store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
+                                          act(v.w, alpha, beta)));
+    }
+}
+
+// Input pixel (n, c4, iy, col), or zeros where col is outside the row (padding).
+fn tap(n: i32, c4: i32, iy: i32, col: i32, wd: i32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), load_x(n, c4, iy, clamp(col, 0, wd - 1)), col >= 0 && col < wd);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let index = i32(linear_id(gid, nwg, WG));
+    if (index >= p(0u)) {
+        return;
+    }
+    let h = p(18u); let wd = p(19u);
+    let oc4s = p(22u); let oh = p(23u);
+    let kh = p(4u); let kw = p(5u);
+    var rest = index;
+    let ox0 = (rest % p(1u)) * 8; rest /= p(1u);
+    let oy = rest % oh; rest /= oh;
+    let oc4 = rest % oc4s;
+    let n = rest / oc4s;
+    let cg4 = p(3u);
+    let ic0 = (oc4 / p(2u)) * cg4;  // first input slice of the group
+    let sx = p(7u);
+    let c0 = ox0 * sx - p(11u);  // input column of pixel 0 at tap 0
+    let wtap = cg4 * 4;  // vec4s from one W tap to the next
+    let zero = vec4<f32>(0.0);
+
+    var a0 = zero; var a1 = zero; var a2 = zero; var a3 = zero;
+    var a4 = zero; var a5 = zero; var a6 = zero; var a7 = zero;
+    for (var ty = 0; ty < kh; ty++) {
+        let iy = oy * p(6u) - p(10u) + ty * p(8u);
+        if (iy < 0 || iy >= h) {
+            continue;
+        }
+        var wrow = (oc4 * kh + ty) * kw * wtap;
+        for (var c = ic0; c < ic0 + cg4; c++) {
+            var x0 = tap(n, c, iy, c0, wd); var x1 = tap(n, c, iy, c0 + sx, wd);
+            var x2 = tap(n, c, iy, c0 + 2 * sx, wd); var x3 = tap(n, c, iy, c0 + 3 * sx, wd);
+            var x4 = tap(n, c, iy, c0 + 4 * sx, wd); var x5 = tap(n, c, iy, c0 + 5 * sx, wd);
+            var x6 = tap(n, c, iy, c0 + 6 * sx, wd); var x7 = tap(n, c, iy, c0 + 7 * sx, wd);
+            var wi = wrow;
+            for (var tx = 0; tx < kw; tx++) {
+                if (tx > 0) {
+                    x0 = x1; x1 = x2; x2 = x3; x3 = x4; x4 = x5; x5 = x6; x6 = x7;
+                    x7 = tap(n, c, iy, c0 + (7 + tx) * sx, wd);
+                }
+                let m = mat4x4<f32>(w[wi], w[wi + 1], w[wi + 2], w[wi + 3]);
+                a0 += m * x0; a1 += m * x1; a2 += m * x2; a3 += m * x3;
+                a4 += m * x4; a5 += m * x5; a6 += m * x6; a7 += m * x7;
+                wi += wtap;
+            }
+            wrow += 4;
+        }
+    }
+
+    var b = zero;
+    if (p(12u) != 0) {
+        b = bias[oc4];
+    }
+    put(n, oc4, oy, ox0, a0, b); put(n, oc4, oy, ox0 + 1, a1, b);
+    put(n, oc4, oy, ox0 + 2, a2, b); put(n, oc4, oy, ox0 + 3, a3, b);
+    put(n, oc4, oy, ox0 + 4, a4, b); put(n, oc4, oy, ox0 + 5, a5, b);
+    put(n, oc4, oy, ox0 + 6, a6, b); put(n, oc4, oy, ox0 + 7, a7, b);
+}
