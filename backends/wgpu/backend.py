@@ -157,6 +157,7 @@ class WgpuBackend(Backend):
         self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
         self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
         self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
+        self.pending_constants: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ scheduling
     def unsupported_reason(self, step: Step) -> str | None:
@@ -261,9 +262,10 @@ class WgpuBackend(Backend):
             size = max(4, self.tensor_bytes(name, specs[name]))
             pool.dedicated_bytes += size
             self.locations[name] = (self._buffer(size, name), 0, size)
-        for name, value in constants.items():
-            self.locations[name] = self._constant(name, value)
-            pool.dedicated_bytes += self.locations[name][2]
+        # Constants upload when a dispatch first binds them: weights a kernel only reads repacked
+        # (packed_constant) never take GPU memory in their original layout.
+        self.pending_constants = dict(constants)
+        self.memory_plan = pool
         return pool
 
     def packed_constant(self, name: str, source: np.ndarray, pack) -> str:
@@ -308,6 +310,9 @@ class WgpuBackend(Backend):
         return buffer, 0, nbytes
 
     def binding(self, name: str):
+        if name not in self.locations and name in self.pending_constants:
+            self.locations[name] = self._constant(name, self.pending_constants[name])
+            self.memory_plan.dedicated_bytes += self.locations[name][2]
         if self.placement(name).storage == "texture":
             return self.locations[name][1]  # the 2-D array view
         buffer, offset, size = self.locations[name]
