@@ -61,6 +61,20 @@ fn wg_rem_i32(x: i32, y: i32) -> i32 {
     return select(r, -r, x < 0);
 }
 
+// log(1 + t) without losing t when it is tiny (WGSL has no log1p).
+fn wg_log1p(t: f32) -> f32 {
+    return select(log(1.0 + t), t * (1.0 - 0.5 * t), abs(t) < 1e-4);
+}
+
+// Float modulo with the sign of the divisor, as numpy: x mod +-inf is x when the signs agree
+// (or x is 0), else the infinite divisor.
+fn wg_mod_f32(x: f32, y: f32) -> f32 {
+    if (abs(y) > 3.4028234e38) {
+        return select(y, x, x == 0.0 || ((x < 0.0) == (y < 0.0)));
+    }
+    return x - y * floor(x / y);
+}
+
 // Integer modulo with the sign of the divisor (ONNX Mod, fmod=0).
 fn wg_mod_i32(x: i32, y: i32) -> i32 {
     let r = wg_rem_i32(x, y);

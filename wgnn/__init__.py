@@ -80,3 +80,12 @@ __all__ = [
     "load_model",
     "save_model",
 ]
+
+
+def __getattr__(name: str):
+    # wgnn.shader pulls in the shader harness; load it on first use, not on `import wgnn`.
+    if name == "shader":
+        import importlib
+
+        return importlib.import_module(".shader", __name__)
+    raise AttributeError(f"module 'wgnn' has no attribute {name!r}")

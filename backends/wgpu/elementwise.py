@@ -21,7 +21,7 @@ UNARY_EXPR = {
     "gelu_tanh": "0.5 * v * (1.0 + wg_tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))",
     "exp": "exp(v)", "log": "log(v)", "sqrt": "sqrt(v)", "neg": "-v", "reciprocal": "1.0 / v",
     "abs": "abs(v)", "floor": "floor(v)", "ceil": "ceil(v)", "clip": "min(max(v, alpha), beta)",
-    "softplus": "max(v, 0.0) + log(1.0 + exp(-abs(v)))",
+    "softplus": "max(v, 0.0) + wg_log1p(exp(-abs(v)))",
 }
 # Kinds that also run on integer (i32) and bool (u32) tensors.
 INT_UNARY_EXPR = {"identity": "v", "neg": "-v", "abs": "abs(v)", "relu": "max(v, 0)",
@@ -38,7 +38,7 @@ BINARY_EXPR = {
 FLOAT_ONLY_BINARY = {"pow"}
 # Kinds whose expression depends on the element type.
 TYPED_BINARY_EXPR = {
-    "mod": {"f32": "x - y * floor(x / y)", "i32": "wg_mod_i32(x, y)"},
+    "mod": {"f32": "wg_mod_f32(x, y)", "i32": "wg_mod_i32(x, y)"},
     "fmod": {"f32": "x - y * trunc(x / y)", "i32": "wg_rem_i32(x, y)"},
 }
 

@@ -97,3 +97,18 @@ def test_mod():
     b = np.array([3, 3, -3, -3, 5], np.int64)
     check_op("Mod", [a, b])
     check_op("Mod", [X, np.float32(0.7)], {"fmod": 1})
+
+
+def test_mod_float_edges_and_softplus_tail():
+    a = np.array([3, -3, 3, -3, 0, 5.5], np.float32)
+    b = np.array([np.inf, np.inf, -np.inf, -np.inf, np.inf, 2], np.float32)
+    check_op("Mod", [a, b])
+    check_op("Softplus", [np.linspace(-30, -8, 23, dtype=np.float32)], rtol=1e-3)
+
+
+def test_constant_scalars_stay_0d():
+    (out,) = check_op("Add", [np.float32(2), Const(np.float32(3))])
+    assert out.shape == ()
+    for attrs in ({"value_float": 2.5}, {"value_int": 7}):
+        (value,) = check_op("Constant", [], attrs)
+        assert value.shape == ()

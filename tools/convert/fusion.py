@@ -54,7 +54,7 @@ class _Rewriter:
             i += 1
             name = f"{base}_{i}"
         self.taken.add(name)
-        self.graph.initializers[name] = np.ascontiguousarray(value)
+        self.graph.initializers[name] = np.asarray(value, order="C")
         return name
 
     def absorb(self, host: Node, node: Node) -> None:

@@ -94,7 +94,14 @@ def _check_supported(graph_proto, origin: str) -> None:
 
 
 def _value_info(vi) -> TensorInfo:
+    if vi.type.HasField("sequence_type") or vi.type.HasField("optional_type") or vi.type.HasField("map_type"):
+        raise ConversionError(f'tensor "{vi.name}" is a {vi.type.WhichOneof("value")}; wgnn runs tensors only')
     ttype = vi.type.tensor_type
+    if ttype.elem_type and ttype.elem_type not in ONNX_DTYPES:
+        import onnx
+
+        raise ConversionError(f'tensor "{vi.name}" has element type '
+                              f"{onnx.TensorProto.DataType.Name(ttype.elem_type)}, which wgnn does not support")
     dtype = ONNX_DTYPES.get(ttype.elem_type) if ttype.elem_type else None
     shape = None
     if ttype.HasField("shape"):

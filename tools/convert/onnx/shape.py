@@ -54,4 +54,4 @@ def constant(ctx, node):
             raise ctx.fail(f"unsupported Constant form {given}: wgnn supports value, value_float(s) and "
                            "value_int(s) (no strings or sparse tensors)")
         value = np.asarray(node.attrs[forms[0]], dtype=_CONSTANT_FORMS[forms[0]])
-    ctx.graph.initializers[node.outputs[0]] = np.ascontiguousarray(value)
+    ctx.graph.initializers[node.outputs[0]] = np.asarray(value, order="C")  # keeps 0-d tensors 0-d
