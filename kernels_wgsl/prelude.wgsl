@@ -40,9 +40,10 @@ fn wg_erf(x: f32) -> f32 {
     return sign(x) * (1.0 - t * exp(-a * a + poly));
 }
 
-// tanh that stays finite for large |x| on every driver.
+// tanh that stays finite for large |x| on every driver, and keeps its relative precision near 0
+// (drivers that compute it from exp(2x) - 1 lose it there).
 fn wg_tanh(x: f32) -> f32 {
-    return tanh(clamp(x, -15.0, 15.0));
+    return select(tanh(clamp(x, -15.0, 15.0)), x * (1.0 - x * x / 3.0), abs(x) < 0.05);
 }
 
 // pow with ONNX/numpy results for negative bases and integral exponents.

@@ -259,10 +259,11 @@ class DepthToSpace(Movement):
 
 @register_op
 class SpaceToDepth(Movement):
-    """(N, C, H, W) -> (N, C*b^2, H/b, W/b), block offsets outermost in the channels."""
+    """(N, C, H, W) -> (N, C*b^2, H/b, W/b): block offsets outermost in the channels (mode DCR, the
+    default) or innermost (CRD, the inverse of DepthToSpace's CRD)."""
 
     op_type = "SpaceToDepth"
-    attrs = {"blocksize": Attr("int")}
+    attrs = {"blocksize": Attr("int"), "mode": Attr("string", "DCR")}
 
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
         n, c, h, w = _nchw(ctx)
@@ -274,4 +275,7 @@ class SpaceToDepth(Movement):
     def geometry(self, ctx: InferContext, outputs: list[TensorSpec]) -> list[RasterPlan]:
         n, c, h, w = ctx.shape(0)
         b = ctx.attrs["blocksize"]
-        return [RasterPlan([_permuted_region((n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4))])]
+        if ctx.attrs["mode"] not in ("DCR", "CRD"):
+            raise ctx.fail(f"mode must be DCR or CRD, got {ctx.attrs['mode']!r}")
+        order = (0, 3, 5, 1, 2, 4) if ctx.attrs["mode"] == "DCR" else (0, 1, 3, 5, 2, 4)
+        return [RasterPlan([_permuted_region((n, c, h // b, b, w // b, b), order)])]

@@ -112,3 +112,8 @@ def test_constant_scalars_stay_0d():
     for attrs in ({"value_float": 2.5}, {"value_int": 7}):
         (value,) = check_op("Constant", [], attrs)
         assert value.shape == ()
+
+
+def test_tanh_keeps_relative_precision_near_zero():
+    x = np.array([1e-7, -3e-5, 1e-3, -0.02, 0.049, 0.051, 0.3], np.float32)
+    check_op("Tanh", [x], rtol=2e-5, atol=0)

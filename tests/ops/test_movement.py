@@ -366,3 +366,8 @@ def test_shape_inputs_known_at_resize():
         assert not any(s.op.op_type == "Shape" for s in steps)
         assert {s.node.attrs.get("source_op") for s in steps} >= {"Reshape", "Expand", "Tile", "Slice", "Pad",
                                                                     "Unsqueeze", "Squeeze"}
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_space_to_depth_modes_opset_28(mode):
+    check_op("SpaceToDepth", [rand(2, 3, 4, 6)], {"blocksize": 2, "mode": mode}, opset=28)
