@@ -15,7 +15,7 @@ from ...engine.errors import InputError, WgnnError
 from ...engine.ops.base import TensorSpec
 from ..base import Backend, Execution, Step, register_backend
 from .context import get_context
-from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, UNIFORM, Kernel, pipeline_cache
+from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
 
 log = logging.getLogger("wgnn.wgpu")
 
@@ -139,12 +139,18 @@ class WgpuBackend(Backend):
 
     def __init__(self, config=None):
         super().__init__(config)
-        # Only fp32 linear buffers exist so far; refuse rather than silently run something else.
-        if getattr(config, "precision", "fp32") != "fp32":
-            raise WgnnError(f"the wgpu backend runs precision fp32 only so far, not {config.precision!r}")
-        # NC4HW4 storage: "auto" keeps buffers until a per-adapter measurement says otherwise.
-        self.nc4hw4_storage = "texture" if getattr(config, "storage", "auto") == "texture" else "buffer"
         self.context = get_context(getattr(config, "adapter", None))
+        storage = getattr(config, "storage", "auto")
+        # fp16: NC4HW4 feature maps are stored in 16-bit floats (rgba16float textures, or f16 buffers
+        # where the adapter has shader-f16); arithmetic and linear tensors stay f32.
+        self.half = getattr(config, "precision", "fp32") == "fp16"
+        if self.half and storage == "buffer" and "shader-f16" not in self.context.features:
+            raise WgnnError(f"precision fp16 with storage='buffer' needs the shader-f16 feature, which "
+                            f"{self.context.name} lacks; use storage='texture' or 'auto'")
+        # NC4HW4 storage: "auto" keeps fp32 in buffers until a per-adapter measurement says otherwise,
+        # and fp16 in textures (every adapter has rgba16float).
+        self.nc4hw4_storage = storage if storage != "auto" else ("texture" if self.half else "buffer")
+        self.texel_bytes = 8 if self.half else 16
         self.device = self.context.device
         self.wgpu = self.context.wgpu
         self.pipelines = pipeline_cache(self.context)
@@ -210,8 +216,11 @@ class WgpuBackend(Backend):
         return None
 
     def binding_kind(self, name: str, written: bool) -> str:
-        if self.placement(name).storage == "texture":
-            return TEXTURE_OUT if written else TEXTURE_IN
+        placement = self.placement(name)
+        if placement.storage == "texture":
+            if not written:
+                return TEXTURE_IN
+            return TEXTURE_OUT_HALF if placement.half else TEXTURE_OUT
         return STORAGE
 
     def tensor_bytes(self, name: str, spec: TensorSpec) -> int:
@@ -220,15 +229,16 @@ class WgpuBackend(Backend):
         placement = self.placement(name)
         if placement.storage == "texture":
             return 0  # textures are pooled apart from the buffer arena
-        return nc4hw4_bytes(spec) if placement.layout == "nc4hw4" else spec.size * 4
+        return nc4hw4_bytes(spec, placement.half) if placement.layout == "nc4hw4" else spec.size * 4
 
     def _texture(self, spec: TensorSpec, label: str):
         from .layout import texture_extent
 
         usage = (self.wgpu.TextureUsage.TEXTURE_BINDING | self.wgpu.TextureUsage.STORAGE_BINDING
                  | self.wgpu.TextureUsage.COPY_SRC | self.wgpu.TextureUsage.COPY_DST)
+        texture_format = "rgba16float" if self.half else "rgba32float"
         try:
-            texture = self.device.create_texture(size=texture_extent(spec), format="rgba32float", usage=usage,
+            texture = self.device.create_texture(size=texture_extent(spec), format=texture_format, usage=usage,
                                                  dimension="2d", label=label)
         except Exception as exc:
             raise WgnnError(f"GPU memory: could not create a texture for {label} on {self.context.name}: {exc}") \
@@ -257,7 +267,7 @@ class WgpuBackend(Backend):
                 from .layout import texture_extent
 
                 self.locations[name] = self._texture(specs[name], name)
-                pool.dedicated_bytes += math.prod(texture_extent(specs[name])) * 16
+                pool.dedicated_bytes += math.prod(texture_extent(specs[name])) * self.texel_bytes
                 continue
             size = max(4, self.tensor_bytes(name, specs[name]))
             pool.dedicated_bytes += size
@@ -286,7 +296,7 @@ class WgpuBackend(Backend):
         free: list[tuple[tuple, int, tuple]] = []  # (extent, last use, (texture, view))
         for item in sorted(lifetimes, key=lambda t: t.first):
             extent = texture_extent(self.specs[item.name])
-            nbytes = math.prod(extent) * 16
+            nbytes = math.prod(extent) * self.texel_bytes
             pool.naive_bytes += nbytes
             reuse = next((i for i, (e, last, _) in enumerate(free) if e == extent and last < item.first), None)
             if reuse is None:
@@ -362,17 +372,20 @@ class WgpuBackend(Backend):
         if spec.size == 0:
             return np.zeros(spec.shape, spec.dtype)
         placement = self.placement(name)
+        element = np.float16 if placement.half else np.float32
+        blocks = math.prod(nc4hw4_dims(spec.shape)) * 4 if placement.layout == "nc4hw4" else 0
         if placement.storage == "texture":
             width, height, layers = texture_extent(spec)
             raw = self.device.queue.read_texture(
                 {"texture": self.locations[name][0], "origin": (0, 0, 0)},
-                {"offset": 0, "bytes_per_row": width * 16, "rows_per_image": height}, (width, height, layers))
-            blocks = math.prod(nc4hw4_dims(spec.shape)) * 4  # the texture may hold a spare layer
-            return unpack_nc4hw4(np.frombuffer(raw, np.float32, count=blocks), spec.shape)
+                {"offset": 0, "bytes_per_row": width * 4 * element().itemsize, "rows_per_image": height},
+                (width, height, layers))
+            # The texture may hold a spare layer: read the tensor's blocks only.
+            return unpack_nc4hw4(np.frombuffer(raw, element, count=blocks).astype(np.float32), spec.shape)
         buffer, offset, size = self.locations[name]
         if placement.layout == "nc4hw4":
-            return unpack_nc4hw4(np.frombuffer(self.device.queue.read_buffer(buffer, offset, size), np.float32),
-                                 spec.shape)
+            raw = self.device.queue.read_buffer(buffer, offset, _round4(size))
+            return unpack_nc4hw4(np.frombuffer(raw, element, count=blocks).astype(np.float32), spec.shape)
         raw = self.device.queue.read_buffer(buffer, offset, _round4(size))
         array = np.frombuffer(raw, dtype=_NUMPY_GPU[spec.dtype], count=spec.size)
         return array.astype(spec.dtype).reshape(spec.shape)

@@ -30,6 +30,11 @@ ACCESSOR_SLOTS = 5  # params slots per NC4HW4 tensor: N, C4, H, W, C
 class Placement:
     layout: str = LINEAR
     storage: str = BUFFER
+    half: bool = False  # NC4HW4 stored as 16-bit floats (precision "fp16"); arithmetic stays f32
+
+    @property
+    def texture_format(self) -> str:
+        return "rgba16float" if self.half else "rgba32float"
 
 
 LINEAR_BUFFER = Placement()
@@ -56,19 +61,21 @@ def nc4hw4_text(var: str, binding: int, slot: int, placement: Placement, *, writ
     n_c4, h, w, c = f"p({slot + 1}u)", f"p({slot + 2}u)", f"p({slot + 3}u)", f"p({slot + 4}u)"
     if placement.storage == TEXTURE:
         if write:
-            return (f"@group(0) @binding({binding}) var {var}_t: texture_storage_2d_array<rgba32float, write>;\n"
+            fmt = placement.texture_format
+            return (f"@group(0) @binding({binding}) var {var}_t: texture_storage_2d_array<{fmt}, write>;\n"
                     f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<f32>) {{\n"
                     f"    textureStore({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, nc4hw4_mask(v, c4, {c}));\n}}")
         return (f"@group(0) @binding({binding}) var {var}_t: texture_2d_array<f32>;\n"
                 f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<f32> {{\n"
                 f"    return textureLoad({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, 0);\n}}")
     index = f"((n * {n_c4} + c4) * {h} + y) * {w} + x"
-    decl = f"@group(0) @binding({binding}) var<storage, read_write> {var}_b: array<vec4<f32>>;\n"
+    element = "vec4<f16>" if placement.half else "vec4<f32>"
+    decl = f"@group(0) @binding({binding}) var<storage, read_write> {var}_b: array<{element}>;\n"
     if write:
         return decl + (f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<f32>) {{\n"
-                       f"    {var}_b[{index}] = nc4hw4_mask(v, c4, {c});\n}}")
+                       f"    {var}_b[{index}] = {element}(nc4hw4_mask(v, c4, {c}));\n}}")
     return decl + (f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<f32> {{\n"
-                   f"    return {var}_b[{index}];\n}}")
+                   f"    return vec4<f32>({var}_b[{index}]);\n}}")
 
 
 def pack_nc4hw4(array: np.ndarray) -> np.ndarray:
@@ -123,7 +130,7 @@ class LayoutPlanner:
                         step.inputs[i] = self.convert(name, LINEAR, steps)
                 for name, spec in zip(step.outputs, step.output_specs):
                     if name and layout == NC4HW4 and is_feature_map(spec):
-                        self.placements[name] = Placement(NC4HW4, self.storage_for(name, spec))
+                        self.placements[name] = Placement(NC4HW4, self.storage_for(name, spec), self.backend.half)
                 steps.append((step, execution))
             segment.steps = steps
 
@@ -148,7 +155,7 @@ class LayoutPlanner:
                         [None], backend=self.backend.name)
             self.specs[target] = spec
             if layout == NC4HW4:
-                self.placements[target] = Placement(NC4HW4, self.storage_for(target, spec))
+                self.placements[target] = Placement(NC4HW4, self.storage_for(target, spec), self.backend.half)
             execution = ConvertGpu(self.backend, step)
             execution.layout = layout
             steps.append((step, execution))
@@ -185,5 +192,5 @@ def texture_extent(spec: TensorSpec) -> tuple[int, int, int]:
     return max(w, 1), max(h, 1), layers
 
 
-def nc4hw4_bytes(spec: TensorSpec) -> int:
-    return math.prod(nc4hw4_dims(spec.shape)) * 16
+def nc4hw4_bytes(spec: TensorSpec, half: bool = False) -> int:
+    return math.prod(nc4hw4_dims(spec.shape)) * (8 if half else 16)

@@ -19,6 +19,7 @@ PARAM_PATTERN = re.compile(r"\{\{(\w+)\}\}")
 # arena buffer may back several bindings of one dispatch), NC4HW4 textures are read as sampled
 # 2-D array textures and written as rgba32float storage textures, parameters are a uniform block.
 STORAGE, UNIFORM, TEXTURE_IN, TEXTURE_OUT = "storage", "uniform", "texture", "storage_texture"
+TEXTURE_OUT_HALF = "storage_texture_half"  # rgba16float (precision fp16)
 
 
 class KernelCompileError(WgnnError):
@@ -45,7 +46,11 @@ def render(path: str, params: dict[str, str]) -> str:
             raise WgnnError(f"kernel {path} needs parameter {{{{{name}}}}}; given {sorted(params)}")
         return str(params[name])
 
-    return PARAM_PATTERN.sub(substitute, text) + "\n" + kernel_source("prelude.wgsl")
+    code = PARAM_PATTERN.sub(substitute, text) + "\n" + kernel_source("prelude.wgsl")
+    if re.search(r"\bf16\b", code):
+        # The directive must come first; on the first line it keeps the file's line numbers.
+        code = "enable f16; " + code
+    return code
 
 
 @dataclass
@@ -83,9 +88,11 @@ class PipelineCache:
             if kind == TEXTURE_IN:
                 layout_entry["texture"] = {"sample_type": wgpu.TextureSampleType.unfilterable_float,
                                     "view_dimension": wgpu.TextureViewDimension.d2_array}
-            elif kind == TEXTURE_OUT:
+            elif kind in (TEXTURE_OUT, TEXTURE_OUT_HALF):
+                texture_format = wgpu.TextureFormat.rgba16float if kind == TEXTURE_OUT_HALF else \
+                    wgpu.TextureFormat.rgba32float
                 layout_entry["storage_texture"] = {"access": wgpu.StorageTextureAccess.write_only,
-                                            "format": wgpu.TextureFormat.rgba32float,
+                                            "format": texture_format,
                                             "view_dimension": wgpu.TextureViewDimension.d2_array}
             else:
                 kind_type = wgpu.BufferBindingType.uniform if kind == UNIFORM else wgpu.BufferBindingType.storage

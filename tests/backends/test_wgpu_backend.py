@@ -148,11 +148,6 @@ def test_sessions_share_device_and_threads():
     assert not errors
 
 
-def test_unavailable_configurations_are_refused():
-    with pytest.raises(wgnn.WgnnError, match="fp32"):
-        gpu_session(chain_model(), precision="fp16")
-
-
 def test_kernel_compile_error_names_the_op(monkeypatch):
     from wgnn.backends.wgpu import elementwise
 
