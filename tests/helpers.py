@@ -10,20 +10,14 @@ onnx.reference.ReferenceEvaluator by default, onnxruntime with reference="ort".
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
-from wgnn.engine.dtypes import DTYPE_TO_ONNX
 from wgnn.models.format import model_to_bytes, read_model
+from wgnn.tools.conform.cases import Const
+from wgnn.tools.conform.sources import make_model as one_node_model
 
 import wgnn
-
-
-@dataclass
-class Const:
-    value: np.ndarray
 
 
 def test_backends() -> list[str]:
@@ -63,27 +57,12 @@ def gpu_fallbacks(session: wgnn.InferenceSession) -> list[dict]:
 
 
 def make_model(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: int = 1,
-               opset: int = 18, output_dtypes: list | None = None, domain: str = "") -> onnx.ModelProto:
-    names, graph_inputs, initializers = [], [], []
-    for i, item in enumerate(inputs):
-        if item is None:
-            names.append("")
-            continue
-        name = f"in{i}"
-        names.append(name)
-        if isinstance(item, Const):
-            initializers.append(numpy_helper.from_array(np.asarray(item.value), name))
-        else:
-            array = np.asarray(item)
-            graph_inputs.append(helper.make_tensor_value_info(name, DTYPE_TO_ONNX[array.dtype.name], array.shape))
-    out_names = [f"out{i}" for i in range(outputs)]
-    node = helper.make_node(op_type, names, out_names, domain=domain, **(attrs or {}))
-    # Outputs without a type: both onnxruntime and onnx.reference infer them.
-    graph_outputs = [helper.make_tensor_value_info(n, output_dtypes[i], None) if output_dtypes
-                     else onnx.ValueInfoProto(name=n) for i, n in enumerate(out_names)]
-    graph = helper.make_graph([node], f"test_{op_type}", graph_inputs, graph_outputs, initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+               opset: int = 18, output_dtypes: list | None = None) -> onnx.ModelProto:
+    """The one-node model of `wgnn conform`'s own cases; output_dtypes (ONNX type numbers) type
+    the outputs, which otherwise are left for the references to infer."""
+    model = one_node_model(op_type, inputs, attrs or {}, outputs=outputs, opset=opset)
+    for output, dtype in zip(model.graph.output, output_dtypes or []):
+        output.type.tensor_type.elem_type = dtype
     return model
 
 
