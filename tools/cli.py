@@ -421,6 +421,17 @@ def version_text() -> str:
         lines.append(f"wgpu {wgpu.__version__}")
     except ImportError:
         lines.append("wgpu not installed")
+        return "\n".join(lines)
+    from .. import adapters
+    from ..backends.wgpu.context import gpu_available, select_adapter
+
+    found = adapters()
+    if found:
+        best = found[select_adapter(None)]
+        lines.append(f"adapter {best['name']} ({best['backend']}, {best['driver']}); "
+                     f"{len(found)} adapter(s): see `wgnn adapters`")
+    else:
+        lines.append(f"no GPU adapter ({gpu_available()}): models run on numpy")
     return "\n".join(lines)
 
 

@@ -48,6 +48,11 @@ def test_version():
     assert result.returncode == 0, result.stderr
     assert f"wgnn {wgnn.__version__}" in result.stdout
     assert "wgpu" in result.stdout
+    found = wgnn.adapters()
+    if found:  # the adapter a session would pick is named
+        assert "adapter " in result.stdout and any(a["name"] in result.stdout for a in found)
+    else:
+        assert "no GPU adapter" in result.stdout
 
 
 @pytest.mark.skipif(shutil.which("wgnn") is None, reason="the wgnn console script is not installed (pip install -e .)")
