@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import Config
+from .errors import WgnnError
 from .interpreter import Interpreter
 
 _ONNX_TYPE_NAMES = {
@@ -37,6 +38,8 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_bytes, providers=None, *, config: Config | None = None):
+        if config is not None and providers is not None:
+            raise WgnnError("give providers either in config or as an argument, not both")
         self.interpreter = Interpreter(path_or_bytes)
         if config is None:
             config = Config(providers=_provider_names(providers))

@@ -1,7 +1,7 @@
 """Session configuration."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 PRECISIONS = ("fp32", "fp16")
 STORAGES = ("auto", "texture", "buffer")
@@ -23,7 +23,6 @@ class Config:
     adapter: str | int | None = None
     precision: str = "fp32"
     storage: str = "auto"
-    options: dict = field(default_factory=dict)
 
     def __post_init__(self):
         from .errors import WgnnError

@@ -1,1 +1,1 @@
-"""wgnn's tools: the ONNX converter, the CLI, benchmarks and the demo."""
+"""wgnn's tools: the ONNX converter, the CLI, conformance and shader harnesses, and the demo."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections import Counter
@@ -146,6 +147,8 @@ def _existing_file(path: str) -> Path:
     """The model file named on the command line; "zoo:NAME" writes zoo model NAME to a temporary
     .onnx file first, so every command (and --compare onnxruntime) works on zoo models."""
     if path.startswith("zoo:"):
+        import atexit
+        import shutil
         import tempfile
 
         import onnx
@@ -155,7 +158,9 @@ def _existing_file(path: str) -> Path:
         name = path[4:]
         if name not in ZOO:
             raise ModelError(f"no zoo model {name!r}; the zoo has {sorted(ZOO)}")
-        target = Path(tempfile.mkdtemp(prefix="wgnn-zoo-")) / f"{name}.onnx"
+        folder = tempfile.mkdtemp(prefix="wgnn-zoo-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        target = Path(folder) / f"{name}.onnx"
         onnx.save(build(name), str(target))
         return target
     p = Path(path)
@@ -514,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
         return args.handler(args)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (Python flushes stdout at exit)
+        return 0
     except (WgnnError, OSError) as exc:
         message = " ".join(str(exc).split())  # one line, however the message was built
         print(f"wgnn: error: {message}", file=sys.stderr)

@@ -286,6 +286,8 @@ class WgpuBackend(Backend):
             buffer = self._buffer(data.nbytes, name)
             self.device.queue.write_buffer(buffer, 0, data.tobytes() if data.nbytes else b"\0" * 4)
             cached = self.packed[name] = (source, buffer, max(4, data.nbytes))
+        if name not in self.locations:
+            self.memory_plan.dedicated_bytes += cached[2]
         self.locations[name] = (cached[1], 0, cached[2])
         return name
 
