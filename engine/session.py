@@ -3,6 +3,7 @@ per input shape; run() only moves data and executes prepared steps."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -45,11 +46,18 @@ class Session:
         self.backends = [BACKENDS[p](config) for p in config.providers]
         self.input_shapes: dict[str, tuple[int, ...]] | None = None
         self.resize_count = 0
+        # One session may be shared by threads: runs and resizes take turns (the memory arenas and
+        # GPU bindings belong to the session). For parallel work, give each thread its own session.
+        self._lock = threading.RLock()
 
     # ----------------------------------------------------------------- resize
     def resize(self, shapes: dict[str, tuple[int, ...]] | None = None) -> None:
         """Bind input shapes and plan everything for them. Shapes of inputs with fixed dims may
         be omitted."""
+        with self._lock:
+            self._resize(shapes)
+
+    def _resize(self, shapes: dict[str, tuple[int, ...]] | None) -> None:
         from ..backends.numpy.kernel import evaluate
 
         specs, self.symbols = bind_input_shapes(self.graph.inputs, dict(shapes or {}))
@@ -192,8 +200,13 @@ class Session:
     # -------------------------------------------------------------------- run
     def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
         """Run the model. Arguments: feeds maps input names to arrays; output_names selects outputs
-        (default: all). Returns a dict name -> array. Resizes first when input shapes changed."""
+        (default: all). Returns a dict name -> array. Resizes first when input shapes changed.
+        Thread-safe: calls from several threads take turns."""
         feeds = self._check_feeds(feeds)
+        with self._lock:
+            return self._run(feeds, output_names)
+
+    def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None) -> dict[str, np.ndarray]:
         shapes = {name: tuple(value.shape) for name, value in feeds.items()}
         if self.input_shapes != shapes:
             if self.input_shapes is not None:

@@ -6,6 +6,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.engine.errors import WgnnError
+from wgnn.models.zoo import build, example_inputs
 
 import wgnn
 
@@ -146,3 +147,34 @@ def test_repeated_runs_are_identical_and_results_are_not_overwritten(model_path)
     # Outputs of a session run are the caller's: writing to them changes nothing inside.
     first[0][...] = -1.0
     np.testing.assert_array_equal(session.run(None, feeds_a)[0], kept[0])
+
+
+@pytest.mark.parametrize("providers", [("numpy",), ("wgpu", "numpy")])
+def test_one_session_shared_by_threads(providers):
+    """Runs (and the resizes new batch sizes cause) from several threads take turns safely."""
+    import threading
+
+    from helpers import gpu_adapters
+
+    if "wgpu" in providers and not gpu_adapters():
+        pytest.skip("no GPU adapter")
+    model = build("resnet")
+    session = wgnn.InferenceSession(model, config=wgnn.Config(providers=providers))
+    reference = wgnn.InferenceSession(model, providers=["numpy"])
+    cases = [example_inputs(model, batch, seed=batch) for batch in (1, 2, 3)]
+    expected = [reference.run(None, feeds)[0] for feeds in cases]
+    errors = []
+
+    def work(index):
+        for round_ in range(6):
+            case = (index + round_) % len(cases)
+            got = session.run(None, cases[case])[0]
+            if not np.allclose(got, expected[case], rtol=1e-4, atol=1e-5):
+                errors.append((index, case))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
