@@ -3,7 +3,11 @@
     wgnn convert model.onnx model.wgnn
     wgnn info model.wgnn --shape input=1,3,224,224 [--json]
     wgnn run model.onnx [--input input=x.npy] [--compare onnxruntime] [--json]
-    wgnn demo --model resnet
+    wgnn demo [--model resnet]
+    wgnn adapters
+    wgnn bench model.onnx [--vs onnxruntime] [--per-op] [--trace out.json]
+    wgnn conform [--ops REGEX] [--out report/]
+    wgnn shader kernel.wgsl --input x=x.npy --output y:SHAPE [--ref mod:fn] [--time] [--watch]
     wgnn --version
 
 Errors wgnn raises on purpose (missing file, bad model, bad feed ...) print one line

@@ -373,16 +373,6 @@ def _submit(context, encoder) -> None:
         raise WgnnError(f"GPU submission failed on {context.name}: {exc}") from None
 
 
-def _timestamp_period(context) -> float:
-    """Nanoseconds per timestamp tick (1 on many drivers, not on all)."""
-    try:
-        from wgpu.backends.wgpu_native._ffi import lib
-
-        return float(lib.wgpuQueueGetTimestampPeriod(context.queue._internal)) or 1.0
-    except Exception:  # another wgpu backend, or an older wgpu-native without the call
-        return 1.0
-
-
 def _time_dispatch(context, pipeline, bind_group, groups, repeat: int, wait) -> Timing:
     """GPU time of `repeat` compute passes (one dispatch each) from timestamp queries, else the
     wall time of submit + wait per dispatch."""
@@ -397,7 +387,9 @@ def _time_dispatch(context, pipeline, bind_group, groups, repeat: int, wait) -> 
             wait()
             samples.append((_time.perf_counter() - start) * 1e6)
         return Timing("wall", samples)
-    period = _timestamp_period(context)
+    from ..backends.wgpu.profiler import timestamp_period
+
+    period = timestamp_period(context)
     samples = []
     for done in range(0, repeat, TIMESTAMP_CHUNK):
         count = min(TIMESTAMP_CHUNK, repeat - done)

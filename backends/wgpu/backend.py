@@ -164,6 +164,18 @@ class WgpuBackend(Backend):
         self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
         self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
         self.pending_constants: dict[str, np.ndarray] = {}
+        self.profiler = None  # profiler.GpuProfiler: opt-in per-step timing (enable_profiling)
+
+    def enable_profiling(self, steps: int):
+        """Time each step of the next runs (wgnn bench --per-op); `steps` GPU steps at most per
+        segment. The query set and buffers are made here, so runs still allocate nothing."""
+        from .profiler import GpuProfiler
+
+        self.profiler = GpuProfiler(self, steps)
+        return self.profiler
+
+    def disable_profiling(self) -> None:
+        self.profiler = None
 
     # ------------------------------------------------------------------ scheduling
     def unsupported_reason(self, step: Step) -> str | None:
@@ -348,24 +360,31 @@ class WgpuBackend(Backend):
 
     # ------------------------------------------------------------------ running
     def execute(self, segment, values) -> None:
+        profiler = self.profiler
         queue = self.device.queue
         with self.context.lock:
+            started = profiler.start() if profiler else None
             for name in segment.imports:
                 data = to_gpu_array(name, values[name])
                 if data.nbytes:
                     buffer, offset, _ = self.locations[name]
                     queue.write_buffer(buffer, offset, data.tobytes())
             encoder = self.device.create_command_encoder()
-            compute = encoder.begin_compute_pass()
-            for _, execution in segment.steps:
-                execution.encode(compute)
-            compute.end()
+            if profiler:
+                profiler.encode(encoder, segment)
+            else:
+                compute = encoder.begin_compute_pass()
+                for _, execution in segment.steps:
+                    execution.encode(compute)
+                compute.end()
             try:
                 queue.submit([encoder.finish()])
             except Exception as exc:
                 raise WgnnError(f"GPU submission failed on {self.context.name}: {exc}") from None
             for name in segment.exports:
                 values[name] = self.download(name)
+            if profiler:
+                profiler.collect(segment, started)
 
     def download(self, name: str) -> np.ndarray:
         from .layout import nc4hw4_dims, texture_extent, unpack_nc4hw4

@@ -1,0 +1,119 @@
+"""`wgnn bench`: the command's output (text, JSON, per-op table, trace, --vs onnxruntime) and the wgpu
+backend's opt-in profiler (off: runs as before; on: runs still create no GPU resources)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import gpu_adapters
+
+import wgnn
+
+QUICK = ["--runs", "3", "--warmup", "1"]
+needs_gpu = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "bench", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_numpy_text_output():
+    done = bench("zoo:resnet", *QUICK)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "cold start: load" in out and "prepare" in out and "first run" in out
+    assert "median ms" in out and "p90 ms" in out
+    assert "steps: numpy " in out and "0 GPU dispatches" in out
+    assert done.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_json_keys_and_vs_onnxruntime():
+    done = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert {"latency_ms", "cold_start_ms", "pipelines_compiled", "dispatches", "steps_per_backend",
+            "vs"} <= set(result)
+    assert set(result["cold_start_ms"]) == {"load", "prepare", "shader_compile", "first_run"}
+    lat = result["latency_ms"]
+    assert len(lat["samples"]) == 3 and lat["min"] <= lat["median"] <= lat["p90"] <= lat["max"]
+    vs = result["vs"]
+    assert vs["name"] == "onnxruntime" and len(vs["latency_ms"]["samples"]) == 3
+    assert vs["ratio"] == pytest.approx(lat["median"] / vs["latency_ms"]["median"])
+    assert vs["max_rel_error"] < 1e-4
+    text = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime")
+    assert text.returncode == 0 and "ratio wgnn / onnxruntime (medians): x" in text.stdout
+
+
+@needs_gpu
+def test_wgpu_per_op_and_trace(tmp_path):
+    trace = tmp_path / "trace.json"
+    done = bench("zoo:resnet", *QUICK, "--provider", "wgpu,numpy", "--adapter", "0", "--per-op", "--trace",
+                 str(trace), "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["dispatches"] >= result["steps_per_backend"]["wgpu"] > 0
+    assert result["pipelines_compiled"] >= 0 and result["cold_start_ms"]["shader_compile"] >= 0
+    per_op = result["per_op"]
+    rows = per_op["rows"]
+    convs = [r for r in rows if r["op_type"] == "Conv"]
+    assert convs and all(r["kernel"].startswith("conv/") for r in convs)
+    assert all(r["median_ms"] >= 0 for r in rows)
+    assert sum(r["median_ms"] for r in rows) == pytest.approx(per_op["total_ms"])
+    if per_op["methods"]["wgpu"] == "timestamp-query":
+        assert all(r["backend"] == "wgpu" for r in rows)
+        assert per_op["total_ms"] <= per_op["wall_ms_median"]  # GPU time fits in the run's wall time
+    assert sum(r["percent"] for r in rows) == pytest.approx(100)
+    events = json.loads(trace.read_text())["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X"]
+    assert len(ops) == 3 * len(rows)  # one per op per profiled run
+    assert {"op", "kernel", "shape", "run"} <= set(ops[0]["args"]) and all(e["dur"] >= 0 for e in ops)
+    text = bench("zoo:resnet", *QUICK, "--provider", "wgpu,numpy", "--adapter", "0", "--per-op")
+    assert text.returncode == 0 and "GFLOP/s" in text.stdout and 'Conv "' in text.stdout
+
+
+def test_bad_model_path_and_options(tmp_path):
+    done = bench(str(tmp_path / "missing.onnx"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "model file not found" in done.stderr
+    done = bench("zoo:resnet", "--runs", "0")
+    assert done.returncode == 2 and "--runs" in done.stderr
+
+
+def _gpu_session():
+    from wgnn.models.zoo import build
+
+    return wgnn.InferenceSession(build("resnet").SerializeToString(),
+                                 config=wgnn.Config(providers=("wgpu", "numpy"), adapter=0))
+
+
+@needs_gpu
+def test_profiler_off_runs_as_before_and_on_allocates_nothing_in_run(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    session = _gpu_session()
+    before = session.run(None, {"input": x})[0]
+    backend = session.session.backends[0]
+    assert backend.profiler is None
+    profiler = backend.enable_profiling(len(session.session.segments[0].steps))
+    profiled = session.run(None, {"input": x})[0]
+    np.testing.assert_array_equal(profiled, before)  # same dispatches, only split into passes
+    records = profiler.take()
+    assert len(records) == 1 and records[0]["wall_ms"] > 0
+    device = backend.device
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("run() must not create GPU resources")
+
+    for method in ("create_buffer", "create_compute_pipeline", "create_shader_module", "create_bind_group",
+                   "create_query_set"):
+        monkeypatch.setattr(type(device), method, forbidden)
+    session.run(None, {"input": x * 2})
+    steps = profiler.take()[0]["steps"]
+    if profiler.method == "timestamp-query":
+        timed = [(b, e) for _, ex, b, e in steps if ex.dispatches]
+        assert timed and all(0 <= b <= e for b, e in timed)
+    backend.disable_profiling()
+    after = session.run(None, {"input": x})[0]
+    np.testing.assert_array_equal(after, before)
+    assert profiler.take() == []  # disabled: the ordinary path records nothing

@@ -1,0 +1,117 @@
+"""`wgnn bench MODEL`: cold start (load, prepare with shader compilation, first run), median and p90
+latency over warm runs, optionally side by side with onnxruntime (--vs), per-op time (--per-op) and a
+Chrome/Perfetto trace (--trace). Benchmarks are tools: nothing here asserts a speed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...engine.errors import InputError, WgnnError
+
+
+def register(subparsers) -> None:
+    from ...engine.config import PRECISIONS, STORAGES
+
+    p = subparsers.add_parser(
+        "bench", help="latency, cold start and per-op GPU time of a model (optionally vs onnxruntime)",
+        description="Benchmark a model: cold start split into load, prepare (shader compilation counted apart) "
+                    "and first run; median and p90 latency over warm runs; dispatches per run. --vs onnxruntime "
+                    "alternates onnxruntime runs on the same inputs; --per-op and --trace time every op in extra "
+                    "profiled runs (GPU timestamp queries on wgpu, wall clock on numpy).")
+    p.add_argument("model", help="a .wgnn or .onnx model, or zoo:NAME")
+    p.add_argument("--provider", action="append",
+                   help="backend(s) in order of preference, e.g. wgpu,numpy (repeatable; default numpy)")
+    p.add_argument("--adapter", help="GPU adapter: index, name substring, vulkan/metal/d3d12/gl, ...")
+    p.add_argument("--storage", choices=STORAGES, default="auto", help="NC4HW4 storage on the GPU (default auto)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help="fp32 (default) or fp16 feature maps")
+    p.add_argument("--shape", action="append", metavar="NAME=DIMS",
+                   help="input shape NAME=D0,D1,... (repeatable); symbolic dims default to 1")
+    p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs before timing (default 3)")
+    p.add_argument("--runs", type=int, default=20, metavar="N", help="timed runs (default 20)")
+    p.add_argument("--vs", choices=["onnxruntime"], help="also time onnxruntime (CPU), alternating run by run")
+    p.add_argument("--per-op", action="store_true", help="time every op in --runs extra profiled runs")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the profiled runs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_bench)
+
+
+def cmd_bench(args) -> int:
+    from ...engine.config import Config
+    from ..bench import bench_model, trace_document
+    from ..cli import _existing_file, _providers, is_wgnn_file, parse_shape_options
+
+    if args.warmup < 0:
+        raise InputError("--warmup must be 0 or more")
+    if args.runs < 1:
+        raise InputError("--runs must be at least 1")
+    path = _existing_file(args.model)
+    if args.vs and is_wgnn_file(path):
+        raise WgnnError(f"--vs {args.vs} needs the ONNX model, and {path} is a .wgnn file")
+    config = Config(providers=_providers(args.provider), adapter=args.adapter, storage=args.storage,
+                    precision=args.precision)
+    result = bench_model(path, config, parse_shape_options(args.shape), warmup=args.warmup, runs=args.runs,
+                         vs=args.vs, profile=bool(args.per_op or args.trace), seed=args.seed,
+                         show_progress=not args.json)
+    events = result.pop("trace_events", [])
+    if args.trace:
+        Path(args.trace).write_text(json.dumps(trace_document(events)))
+        result["trace"] = {"file": str(args.trace), "events": len(events)}
+    if not args.per_op:
+        result.pop("per_op", None)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_bench(result))
+    return 0
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _rate(x) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def format_bench(result: dict) -> str:
+    from ..cli import _shape_text, table
+
+    cold, lat = result["cold_start_ms"], result["latency_ms"]
+    adapter = f"   adapter: {result['adapter']}" if result["adapter"] else ""
+    lines = [f"model: {result['model']}   providers: {', '.join(result['providers'])}{adapter}",
+             "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
+             f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
+             f"{cold['shader_compile']:.1f} ms, {result['pipelines_compiled']} pipelines), "
+             f"first run {cold['first_run']:.1f} ms",
+             "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
+             + f"; {result['dispatches']} GPU dispatches per run; {result['segments']} segment(s); "
+               f"{result['fallbacks']} fallback(s)",
+             ""]
+    heading = ["runner", "median ms", "p90 ms", "min ms", "max ms"]
+    rows = [["wgnn", _ms(lat["median"]), _ms(lat["p90"]), _ms(lat["min"]), _ms(lat["max"])]]
+    vs = result.get("vs")
+    if vs:
+        theirs = vs["latency_ms"]
+        rows.append([vs["name"], _ms(theirs["median"]), _ms(theirs["p90"]), _ms(theirs["min"]), _ms(theirs["max"])])
+    lines.append(f"latency over {result['runs']} runs after {result['warmup']} warm-up"
+                 + (f", alternating with {vs['name']} on the same inputs:" if vs else ":"))
+    lines.append(table(heading, rows))
+    if vs:
+        error = "-" if vs["max_rel_error"] is None else f"{vs['max_rel_error']:.2g}"
+        lines.append(f"ratio wgnn / {vs['name']} (medians): x{vs['ratio']:.2f}   max rel error of the outputs: {error}")
+    per_op = result.get("per_op")
+    if per_op:
+        methods = ", ".join(f"{b}: {m}" for b, m in per_op["methods"].items())
+        lines += ["", f"per op: median of {per_op['profiled_runs']} profiled runs ({methods}); total "
+                      f"{per_op['total_ms']:.3f} ms of {per_op['wall_ms_median']:.3f} ms per profiled run"]
+        if "wall" in per_op["methods"].get("wgpu", ""):
+            lines.append("  (this adapter has no timestamp-query: GPU segments are timed whole by wall clock)")
+        lines.append(table(["op", "type", "backend", "kernel", "shape", "ms", "%", "GFLOP/s", "GB/s"],
+                           [[r["op"], r["op_type"], r["backend"], r["kernel"], _shape_text(r["shape"]),
+                             _ms(r["median_ms"]), f"{r['percent']:.1f}", _rate(r["gflops"]), _rate(r["gbps"])]
+                            for r in per_op["rows"]]))
+    if "trace" in result:
+        lines += ["", f"wrote {result['trace']['file']} ({result['trace']['events']} events; open in "
+                      "https://ui.perfetto.dev or chrome://tracing)"]
+    return "\n".join(lines)
