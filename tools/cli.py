@@ -412,12 +412,12 @@ def cmd_run(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import format_demo, run_demo
+    from .demo import demo_agrees, format_demo, run_demo
 
     result = run_demo(args.model, providers=_providers(args.provider) if args.provider else None,
                       runs=args.runs, batch=args.batch, seed=args.seed, adapter=args.adapter)
     print(json.dumps(result, indent=2) if args.json else format_demo(result))
-    return 0
+    return 0 if demo_agrees(result) else 1
 
 
 def version_text() -> str:

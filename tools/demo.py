@@ -351,3 +351,13 @@ def format_zoo_demo(result: dict) -> str:
         lines.append(f"agreement: not checked ({ort['reason']})")
     lines += [f"note:      {n}" for n in result["notes"]]
     return "\n".join(lines)
+
+
+def demo_agrees(result: dict) -> bool:
+    """Whether the demo reproduced its reference: the digits within one image of the accuracy
+    recorded at training (GPU float rounding may flip a borderline digit), a zoo model within
+    1e-4 of onnxruntime (when onnxruntime could run)."""
+    if "recorded" in result:
+        return abs(result["correct"] - result["recorded"]["correct"]) <= 1
+    reference = result.get("onnxruntime", {})
+    return not reference.get("available") or bool(reference.get("ok"))

@@ -164,3 +164,17 @@ def test_training_reaches_the_recorded_accuracy(tmp_path, capsys):
     # Bit-identical on the machine that built the shipped file; another BLAS may round differently.
     assert abs(correct - RECORDED) <= 2, line
     assert (tmp_path / "digits.wgnn").stat().st_size < 32_000 and (tmp_path / "digits_test.npz").is_file()
+
+
+def test_demo_exit_status_follows_agreement(monkeypatch, capsys):
+    """`wgnn demo` exits 1 when it does not reproduce its reference (a script can rely on it)."""
+    from wgnn.tools import cli, demo
+
+    result = demo.run_demo(providers=["numpy"], runs=1)
+    assert cli.main(["demo", "--provider", "numpy", "--runs", "1"]) == 0
+    worse = dict(result, correct=result["recorded"]["correct"] - 2)
+    monkeypatch.setattr(demo, "run_demo", lambda *args, **kwargs: worse)
+    assert cli.main(["demo", "--provider", "numpy", "--json"]) == 1
+    zoo = {"onnxruntime": {"available": True, "ok": False, "max_rel_error": 0.5}}
+    assert not demo.demo_agrees(zoo) and demo.demo_agrees({"onnxruntime": {"available": False}})
+    capsys.readouterr()
