@@ -55,7 +55,8 @@ class InferenceSession:
         return list(self.session.config.providers)
 
     def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
-        """Run the model. Returns the outputs named in output_names (all when None), in order."""
+        """Run the model. Returns the outputs named in output_names (all when None), in order;
+        names of intermediate tensors of the converted graph are allowed too."""
         names = list(output_names) if output_names else [t.name for t in self.interpreter.graph.outputs]
         results = self.session.run(input_feed, names)
         return [results[name] for name in names]

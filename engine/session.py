@@ -49,6 +49,9 @@ class Session:
         # One session may be shared by threads: runs and resizes take turns (the memory arenas and
         # GPU bindings belong to the session). For parallel work, give each thread its own session.
         self._lock = threading.RLock()
+        # Intermediate tensors asked for as outputs: kept out of the memory pools (and downloaded
+        # from the GPU) like graph outputs; asking for new ones re-plans once.
+        self.extra_outputs: set[str] = set()
 
     # ----------------------------------------------------------------- resize
     def resize(self, shapes: dict[str, tuple[int, ...]] | None = None) -> None:
@@ -145,7 +148,7 @@ class Session:
     def _plan_transfers(self) -> None:
         """Which tensors each segment imports from another backend (or the feeds) and exports
         (graph outputs, tensors read on another backend)."""
-        outputs = {t.name for t in self.graph.outputs}
+        outputs = {t.name for t in self.graph.outputs} | self.extra_outputs
         produced_on: dict[str, str] = {}
         read_on: dict[str, set[str]] = {}
         for segment in self.segments:
@@ -208,20 +211,28 @@ class Session:
 
     def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None) -> dict[str, np.ndarray]:
         shapes = {name: tuple(value.shape) for name, value in feeds.items()}
-        if self.input_shapes != shapes:
-            if self.input_shapes is not None:
-                log.debug("input shapes changed to %s: resizing", shapes)
-            self.resize(shapes)
         wanted = output_names or [t.name for t in self.graph.outputs]
-        known = {t.name for t in self.graph.outputs}
-        for name in wanted:
-            if name not in known:
-                raise InputError(f"unknown output name {name!r}; the model's outputs are {sorted(known)}")
+        extra = self._intermediates(wanted)
+        if self.input_shapes != shapes or not extra <= self.extra_outputs:
+            if self.input_shapes is not None:
+                log.debug("input shapes %s, outputs %s: resizing", shapes, wanted)
+            self.extra_outputs |= extra
+            self.resize(shapes)
         values: dict[str, np.ndarray] = dict(self.shapes.values)
         values.update(feeds)
         for segment in self.segments:
             segment.backend.execute(segment, values)
         return {name: np.array(values[name]) for name in wanted}
+
+    def _intermediates(self, wanted: list[str]) -> set[str]:
+        """The names in wanted that are not graph outputs; each must be a tensor of the graph."""
+        outputs = {t.name for t in self.graph.outputs}
+        extra = {name for name in wanted if name not in outputs}
+        unknown = sorted(extra - self.graph.tensor_names())
+        if unknown:
+            raise InputError(f"unknown output name(s) {unknown}: neither outputs of the model ({sorted(outputs)}) "
+                             "nor tensors of its converted graph")
+        return extra
 
     def _check_feeds(self, feeds: dict) -> dict[str, np.ndarray]:
         if not isinstance(feeds, dict):
