@@ -77,8 +77,10 @@ class Backend(ABC):
         return plan_memory(lifetimes, self.alignment)
 
     @abstractmethod
-    def execute(self, segment, values: dict[str, np.ndarray]) -> None:
-        """Run a segment: read its imports from values, put its exports into values."""
+    def execute(self, segment, values: dict[str, np.ndarray], observer=None) -> None:
+        """Run a segment: read its imports from values, put its exports into values. With an
+        observer (engine.callbacks.Observer), call observer.before/after(step, self, values)
+        around every step, the step's inputs and outputs then being readable."""
 
     @abstractmethod
     def unsupported_reason(self, step: Step) -> str | None:

@@ -54,12 +54,13 @@ class InferenceSession:
     def get_providers(self) -> list[str]:
         return list(self.session.config.providers)
 
-    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+    def run(self, output_names, input_feed: dict, run_options=None, *, callback=None) -> list[np.ndarray]:
         """Run the model. Returns the outputs named in output_names (all when None), in order;
-        names of intermediate tensors of the converted graph are allowed too."""
+        names of intermediate tensors of the converted graph are allowed too. callback: see
+        Session.run; outputs a stopped run did not reach are None."""
         names = list(output_names) if output_names else [t.name for t in self.interpreter.graph.outputs]
-        results = self.session.run(input_feed, names)
-        return [results[name] for name in names]
+        results = self.session.run(input_feed, names, callback=callback)
+        return [results.get(name) for name in names]
 
     def report(self) -> dict:
         return self.session.report()

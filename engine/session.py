@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends.base import BACKENDS, Backend, Execution, Step
+from .callbacks import Observer, StopRun
 from .errors import InputError, UnsupportedOpError, WgnnError
 from .geometry import finalize
 from .graph import Node
@@ -201,15 +202,24 @@ class Session:
         return plans
 
     # -------------------------------------------------------------------- run
-    def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
-        """Run the model. Arguments: feeds maps input names to arrays; output_names selects outputs
-        (default: all). Returns a dict name -> array. Resizes first when input shapes changed.
-        Thread-safe: calls from several threads take turns."""
+    def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None, *,
+            callback=None) -> dict[str, np.ndarray]:
+        """Run the model. Returns a dict name -> array. Resizes first when input shapes changed.
+        Thread-safe: calls from several threads take turns.
+
+        Arguments:
+            feeds: input name -> array.
+            output_names: outputs to return (default: all); intermediate tensor names are allowed.
+            callback: fn(info: engine.callbacks.OpInfo) called before and after every op (GPU
+                ops then run one submission each); returning False stops the run, and only the
+                outputs computed by then are returned.
+        """
         feeds = self._check_feeds(feeds)
         with self._lock:
-            return self._run(feeds, output_names)
+            return self._run(feeds, output_names, callback)
 
-    def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None) -> dict[str, np.ndarray]:
+    def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None,
+             callback=None) -> dict[str, np.ndarray]:
         shapes = {name: tuple(value.shape) for name, value in feeds.items()}
         wanted = output_names or [t.name for t in self.graph.outputs]
         extra = self._intermediates(wanted)
@@ -220,8 +230,12 @@ class Session:
             self.resize(shapes)
         values: dict[str, np.ndarray] = dict(self.shapes.values)
         values.update(feeds)
-        for segment in self.segments:
-            segment.backend.execute(segment, values)
+        observer = Observer(callback) if callback else None
+        try:
+            for segment in self.segments:
+                segment.backend.execute(segment, values, observer)
+        except StopRun:
+            return {name: np.array(values[name]) for name in wanted if name in values}
         return {name: np.array(values[name]) for name in wanted}
 
     def _intermediates(self, wanted: list[str]) -> set[str]:

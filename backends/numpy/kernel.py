@@ -73,13 +73,17 @@ class NumpyBackend(Backend):
                       for name, offset in pool.offsets.items()}
         return pool
 
-    def execute(self, segment, values) -> None:
+    def execute(self, segment, values, observer=None) -> None:
         for step, execution in segment.steps:
+            if observer:
+                observer.before(step, self, values)
             inputs = [values[n] if n else None for n in step.inputs]
             outputs = [self.views[n] if n in self.views else np.empty(s.shape, s.dtype)
                        for n, s in zip(step.outputs, step.output_specs)]
             execution.run(inputs, outputs)
             values.update((n, o) for n, o in zip(step.outputs, outputs) if n)
+            if observer:
+                observer.after(step, self, values)
 
 
 def evaluate(step: Step, inputs: list[np.ndarray | None]) -> list[np.ndarray]:

@@ -359,8 +359,8 @@ class WgpuBackend(Backend):
         return (self.max_groups, rows, 1)
 
     # ------------------------------------------------------------------ running
-    def execute(self, segment, values) -> None:
-        profiler = self.profiler
+    def execute(self, segment, values, observer=None) -> None:
+        profiler = None if observer else self.profiler
         queue = self.device.queue
         with self.context.lock:
             started = profiler.start() if profiler else None
@@ -369,22 +369,37 @@ class WgpuBackend(Backend):
                 if data.nbytes:
                     buffer, offset, _ = self.locations[name]
                     queue.write_buffer(buffer, offset, data.tobytes())
-            encoder = self.device.create_command_encoder()
-            if profiler:
-                profiler.encode(encoder, segment)
+            if observer:  # debug runs: one submission per step, so tensors can be read in between
+                for step, execution in segment.steps:
+                    observer.before(step, self, values)
+                    self._submit([execution])
+                    observer.after(step, self, values)
             else:
-                compute = encoder.begin_compute_pass()
-                for _, execution in segment.steps:
-                    execution.encode(compute)
-                compute.end()
-            try:
-                queue.submit([encoder.finish()])
-            except Exception as exc:
-                raise WgnnError(f"GPU submission failed on {self.context.name}: {exc}") from None
+                encoder = self.device.create_command_encoder()
+                if profiler:
+                    profiler.encode(encoder, segment)
+                    self._finish(encoder)
+                else:
+                    self._submit([execution for _, execution in segment.steps], encoder)
             for name in segment.exports:
                 values[name] = self.download(name)
             if profiler:
                 profiler.collect(segment, started)
+
+    def _submit(self, executions, encoder=None) -> None:
+        """Record the executions into one compute pass and submit."""
+        encoder = encoder or self.device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        for execution in executions:
+            execution.encode(compute)
+        compute.end()
+        self._finish(encoder)
+
+    def _finish(self, encoder) -> None:
+        try:
+            self.device.queue.submit([encoder.finish()])
+        except Exception as exc:
+            raise WgnnError(f"GPU submission failed on {self.context.name}: {exc}") from None
 
     def download(self, name: str) -> np.ndarray:
         from .layout import nc4hw4_dims, texture_extent, unpack_nc4hw4
