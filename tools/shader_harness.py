@@ -30,8 +30,8 @@ from .shader_wgsl import (
     compile_report,
     evaluate,
     override_values,
-    placeholders,
     render,
+    text_parameters,
     workgroup_size,
 )
 
@@ -167,7 +167,7 @@ def run(source: str | Path, inputs: dict | None = None, outputs: dict | None = N
     if clash:
         raise InputError(f"--text {clash} would replace the NC4HW4 accessor declarations --nc4hw4 generates")
     given = {k: str(v) for k, v in (text or {}).items()}
-    # A value may use the harness's own placeholders (e.g. --text T={{FLOAT}}), one level deep.
+    # A value may use the harness's own text parameters (e.g. --text T={{FLOAT}}), one level deep.
     texts.update({k: PARAM_PATTERN.sub(lambda m: texts.get(m.group(1), m.group(0)), v) for k, v in given.items()})
     rendered = render(name, code, texts, f16=f16, prelude=prelude != "none")
     bindings = _bind_tensors(rendered, nc4, set(inputs), set(outputs))
@@ -241,17 +241,17 @@ def run(source: str | Path, inputs: dict | None = None, outputs: dict | None = N
 
 def _nc4hw4_layout(name: str, code: str, nc4hw4, written: set[str], prelude: str) -> dict[str, tuple]:
     """NC4HW4 tensors -> (params slot, binding, accessor declaration). Their {{DECL_NAME}}
-    placeholders take the binding numbers the file leaves free, in order of appearance."""
+    text parameters take the binding numbers the file leaves free, in order of appearance."""
     from ..backends.wgpu.layout import BUFFER, NC4HW4, TEXTURE, Placement, nc4hw4_text
     from .shader_wgsl import declared_binding_numbers
 
     wanted = dict(nc4hw4) if isinstance(nc4hw4, dict) else dict.fromkeys(nc4hw4)
     if not wanted:
         return {}
-    order = [p[5:].lower() for p in placeholders(code) if p.startswith("DECL_")]
+    order = [p[5:].lower() for p in text_parameters(code) if p.startswith("DECL_")]
     missing = [t for t in wanted if t.lower() not in order]
     if missing:
-        raise InputError(f"--nc4hw4 {missing[0]}: {name} has no {{{{DECL_{missing[0].upper()}}}}} placeholder "
+        raise InputError(f"--nc4hw4 {missing[0]}: {name} has no {{{{DECL_{missing[0].upper()}}}}} text parameter "
                          "for its accessor declaration")
     taken = declared_binding_numbers(code)
     free = (i for i in range(len(taken) + len(order) + 1) if i not in taken)

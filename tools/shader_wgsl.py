@@ -75,8 +75,8 @@ def declared_binding_numbers(text: str) -> set[int]:
     return {int(m) for m in re.findall(r"@binding\s*\(\s*(\d+)\s*\)", strip_comments(text))}
 
 
-def placeholders(text: str) -> list[str]:
-    """{{NAME}} placeholders in order of first appearance."""
+def text_parameters(text: str) -> list[str]:
+    """{{NAME}} text parameters in order of first appearance."""
     seen: list[str] = []
     for name in PARAM_PATTERN.findall(text):
         if name not in seen:
@@ -87,10 +87,10 @@ def placeholders(text: str) -> list[str]:
 def render(name: str, source: str, text: dict[str, str], *, f16: bool, prelude: bool) -> Rendered:
     """Substitute {{NAME}}s line by line (recording which file line each compiled line came from),
     put `enable f16;` on line 1 when asked and the source lacks it, append the prelude."""
-    missing = [p for p in placeholders(source) if p not in text]
+    missing = [p for p in text_parameters(source) if p not in text]
     if missing:
         given = ", ".join(sorted(text)) or "none"
-        hint = "; {{DECL_NAME}} placeholders take NC4HW4 accessors: pass --nc4hw4 NAME" \
+        hint = "; {{DECL_NAME}} text parameters take NC4HW4 accessors: pass --nc4hw4 NAME" \
             if any(m.startswith("DECL_") for m in missing) else ""
         raise InputError(f"{name} needs text parameter(s) {', '.join('{{' + m + '}}' for m in missing)} "
                          f"(pass --text NAME=VALUE{hint}); given: {given}")

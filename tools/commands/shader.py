@@ -195,7 +195,7 @@ def register(subparsers) -> None:
     p.add_argument("--text", action="append", metavar="NAME=VALUE", help="a {{NAME}} substitution (repeatable)")
     p.add_argument("--nc4hw4", action="append", metavar="NAME[:SLOT]",
                    help="an NC4HW4 tensor: {{DECL_NAME}} gets its accessor, its dims go to params slots SLOT.. "
-                   "(default 4, 9, 14, ... in placeholder order)")
+                   "(default 4, 9, 14, ... in text parameter order)")
     p.add_argument("--prelude", choices=["buffer", "texture", "none"], default="buffer",
                    help="NC4HW4 storage of the accessors (default buffer); none: do not append prelude.wgsl")
     p.add_argument("--precision", choices=["f32", "f16"], default="f32",
