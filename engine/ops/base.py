@@ -104,6 +104,10 @@ class OpDef(ABC):
     shape_only: ClassVar[bool] = False
     # Data movement: lowered to Raster regions by geometry() at resize.
     is_geometry: ClassVar[bool] = False
+    # Output shapes depend on the *data* of value_inputs (NonZero, Compress, NonMaxSuppression):
+    # when those are only known at run time, the session runs the op on the CPU at a sync point
+    # and plans the rest of the graph for the shapes it produced.
+    data_dependent: ClassVar[bool] = False
 
     def resolve_attrs(self, node: Node) -> dict[str, Any]:
         """Attributes with defaults filled in; unknown or ill-typed attributes are ModelErrors."""
