@@ -11,6 +11,7 @@ import numpy as np
 
 from ..backends.base import BACKENDS, Backend, Execution, Step
 from .callbacks import Observer, StopRun
+from .continuation import Continuation
 from .errors import InputError, UnsupportedOpError, WgnnError
 from .geometry import finalize
 from .graph import Node
@@ -70,6 +71,12 @@ class Session:
             self.graph, interp.node_attrs, interp.node_ops, specs,
             lambda inferred, values: evaluate(self._step_from(inferred), values))
         self.shapes: ShapeResult = shapes_result
+        self.continuation = None
+        self.boundary: set[str] = set()
+        if shapes_result.sync is not None:
+            self.continuation = Continuation(self, shapes_result.sync, shapes_result.values, shapes_result.specs)
+            self.boundary = set(self.continuation.boundary)
+            log.debug("%s: the rest of the graph is planned at run time", shapes_result.sync.reason)
         self.steps = self._lower_geometry(shapes_result)
         self.segments, self.fallbacks = self._schedule(self.steps)
         for backend in self.backends:  # layouts per tensor, with the conversions they need
@@ -149,7 +156,7 @@ class Session:
     def _plan_transfers(self) -> None:
         """Which tensors each segment imports from another backend (or the feeds) and exports
         (graph outputs, tensors read on another backend)."""
-        outputs = {t.name for t in self.graph.outputs} | self.extra_outputs
+        outputs = {t.name for t in self.graph.outputs} | self.extra_outputs | self.boundary
         produced_on: dict[str, str] = {}
         read_on: dict[str, set[str]] = {}
         for segment in self.segments:
@@ -236,6 +243,11 @@ class Session:
                 segment.backend.execute(segment, values, observer)
         except StopRun:
             return {name: np.array(values[name]) for name in wanted if name in values}
+        if self.continuation is not None:
+            later = [name for name in wanted if name not in values]
+            values.update(self.continuation.run(values, later, callback))
+            if callback is not None and any(name not in values for name in wanted):
+                return {name: np.array(values[name]) for name in wanted if name in values}  # stopped
         return {name: np.array(values[name]) for name in wanted}
 
     def _intermediates(self, wanted: list[str]) -> set[str]:
@@ -291,4 +303,5 @@ class Session:
                               "dedicated_bytes": plan.dedicated_bytes}
                        for name, plan in self.memory.items()},
             "flops": sum(n.flops for n in self.shapes.nodes if not n.folded),
+            "sync_points": [self.continuation.describe()] if self.continuation else [],
         }

@@ -40,6 +40,16 @@ class TensorSpec:
         return self.size * np.dtype(self.dtype).itemsize
 
 
+class ValueNotKnown(ShapeError):
+    """A shape function needs the value of an input that is computed at run time. The session
+    turns this into a sync point: it runs the graph up to this node, then plans the rest with the
+    value known."""
+
+    def __init__(self, message: str, input_index: int):
+        super().__init__(message)
+        self.input_index = input_index
+
+
 class InferContext:
     """What a shape function sees: resolved attributes, input specs, and the values of inputs
     known at resize (initializers, folded shape computations)."""
@@ -50,6 +60,9 @@ class InferContext:
         self.attrs = attrs
         self.inputs = inputs
         self.values = values
+        # Ops that learn their output shapes only by computing the outputs (Loop, Scan) leave
+        # the outputs here, so the session does not compute them twice.
+        self.computed: list[np.ndarray] | None = None
 
     def fail(self, message: str) -> ShapeError:
         shapes = ", ".join(
@@ -80,9 +93,9 @@ class InferContext:
             return None
         value = self.values[i] if i < len(self.values) else None
         if value is None and required:
-            raise self.fail(
+            raise ValueNotKnown(str(self.fail(
                 f'input "{self.node.inputs[i]}" must be known before running (a constant or a '
-                "shape computation), but it depends on data computed at run time")
+                "shape computation), but it depends on data computed at run time")), i)
         return value
 
     def axis(self, axis: int, rank: int) -> int:
@@ -140,6 +153,19 @@ class OpDef(ABC):
         """For data-movement ops: one RasterPlan per output (see engine.geometry), or None when
         this instance cannot be lowered (its kernel runs instead)."""
         return None
+
+    def inline(self, ctx: InferContext) -> Inlined | None:
+        """For control flow: the nodes that replace this one at resize (If with a known
+        condition), or None to keep the node."""
+        return None
+
+
+@dataclass
+class Inlined:
+    """Nodes (with resolved attributes and ops) that replace a node, and the constants they read."""
+
+    nodes: list[tuple[Node, dict, OpDef]]
+    constants: dict[str, np.ndarray]
 
 
 def _check_attr(node: Node, key: str, spec: Attr, value: Any) -> Any:

@@ -77,14 +77,29 @@ def test_dynamic_batch_and_sequence_fold_at_resize(opset):
     assert session.session.resize_count == 3
 
 
-def test_run_time_shape_input_is_a_clear_error():
-    # A Reshape target fed as data is only known at run time: resize says which input it is.
+@pytest.mark.parametrize("providers", [["numpy"], ["wgpu", "numpy"]])
+def test_run_time_shape_input_is_a_sync_point(providers):
+    # A Reshape target fed as data is only known at run time: the session runs up to the
+    # Reshape, then plans the rest for the target it got (one plan per distinct target).
+    if "wgpu" in providers and not wgnn.adapters():
+        pytest.skip("no GPU adapter")
     graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape_node")], "g",
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("Reshape", ["r", "target"], ["y0"], name="reshape_node"),
+         helper.make_node("Neg", ["y0"], ["y"])], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
          helper.make_tensor_value_info("target", TensorProto.INT64, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    with pytest.raises(wgnn.ShapeError, match=r'reshape_node.*"target" must be known before running'):
-        session = wgnn.InferenceSession(model.SerializeToString())  # static shapes: resized here
-        session.run(None, {"x": np.zeros((2, 3), np.float32), "target": np.array([3, 2], np.int64)})
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=providers)
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    for target in ([3, 2], [6, 1], [3, 2], [1, 6]):
+        y, r = session.run(None, {"x": x, "target": np.array(target, np.int64)})
+        np.testing.assert_array_equal(y, -np.maximum(x, 0).reshape(target))
+        np.testing.assert_array_equal(r, np.maximum(x, 0))
+    (sync,) = session.session.report()["sync_points"]
+    assert sync["node"] == "reshape_node" and "target" in sync["reason"]
+    assert sync["plans_made"] == 3  # [3, 2] planned once and reused
+    with pytest.raises(wgnn.ShapeError, match="reshape_node"):
+        session.run(None, {"x": x, "target": np.array([4, 2], np.int64)})
