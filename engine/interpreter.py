@@ -49,6 +49,17 @@ def _looks_like_onnx(data: bytes) -> bool:
     return len(data) > 2 and data[0] == 0x08
 
 
+def _all_nodes(graph):
+    """The graph's nodes and those of its control-flow subgraphs."""
+    from .graph import Graph
+
+    for node in graph.nodes:
+        yield node
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                yield from _all_nodes(value)
+
+
 class Interpreter:
     """A model ready to create sessions (MNN's Interpreter).
 
@@ -63,7 +74,7 @@ class Interpreter:
         self._validate()
 
     def _validate(self) -> None:
-        unknown = Counter(n.op_type for n in self.graph.nodes if n.op_type not in OPS)
+        unknown = Counter(n.op_type for n in _all_nodes(self.graph) if n.op_type not in OPS)
         if unknown:
             listed = ", ".join(f"{op} ({count} node{'s' * (count > 1)})" for op, count in sorted(unknown.items()))
             raise UnsupportedOpError(f"model uses op types wgnn does not know: {listed}", dict(unknown))

@@ -117,3 +117,20 @@ def check_op(op_type: str, inputs: list, attrs: dict | None = None, *, outputs: 
         for i, (got, want) in enumerate(zip(results, expected)):
             assert_close(got, want, **tol, what=f"{op_type} output {i} on {backend}")
     return results
+
+
+def check_model(model: onnx.ModelProto, feeds: dict, *, expected: list[np.ndarray] | None = None,
+                reference: str = "onnx", rtol: float = 1e-5, atol: float = 1e-6,
+                backends: list[str] | None = None, allow_fallback: bool = False) -> list[np.ndarray]:
+    """Run a whole model on every backend (through a .wgnn round trip) and compare with the
+    reference's outputs (or with `expected`); returns the last backend's outputs."""
+    expected = expected if expected is not None else reference_outputs(model, feeds, reference)
+    results = None
+    for backend in backends or test_backends():
+        results = run_wgnn(model, feeds, backend, allow_fallback=allow_fallback)
+        assert len(results) == len(expected)
+        gpu = backend.startswith("wgpu")
+        tol = {"rtol": max(rtol, 1e-4), "atol": max(atol, 1e-5)} if gpu else {"rtol": rtol, "atol": atol}
+        for i, (got, want) in enumerate(zip(results, expected)):
+            assert_close(np.asarray(got), np.asarray(want), **tol, what=f"output {i} on {backend}")
+    return results

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from ...engine.graph import Graph, Node
 
@@ -19,10 +20,23 @@ def optimize_graph(graph: Graph) -> Graph:
     return graph
 
 
+def optimize_subgraph(graph: Graph) -> Graph:
+    """Subgraphs (If branches, Loop and Scan bodies) are cleaned, not folded: their inputs may
+    change shape from one iteration to the next whatever they declare."""
+    for fn in (remove_identities, eliminate_dead_code):
+        fn(graph)
+    return graph
+
+
 def rename_uses(graph: Graph, old: str, new: str) -> None:
-    """Point every reader of tensor old (nodes and graph outputs) at tensor new."""
+    """Point every reader of tensor old (nodes, and the subgraphs of control-flow nodes) at
+    tensor new."""
     for node in graph.nodes:
         node.inputs = [new if name == old else name for name in node.inputs]
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                rename_uses(value, old, new)
+                value.outputs = [replace(t, name=new) if t.name == old else t for t in value.outputs]
 
 
 def remove_identities(graph: Graph) -> None:
