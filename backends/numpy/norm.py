@@ -47,3 +47,70 @@ def layer_norm(ex, x, scale, bias=None):
     if bias is not None:
         y += bias.astype(work)
     return y.astype(x.dtype, copy=False), mean, inv_std
+
+
+@numpy_kernel("RMSNorm")
+def rms_norm(ex, x, scale):
+    axis = ex.attrs["axis"] % x.ndim
+    work = np.dtype(ex.attrs["stash_dtype"])
+    xs = x.astype(work, copy=False)
+    mean_square = np.mean(xs * xs, axis=tuple(range(axis, x.ndim)), keepdims=True)
+    y = xs / np.sqrt(mean_square + work.type(ex.attrs["epsilon"])) * scale.astype(work)
+    return y.astype(x.dtype, copy=False)
+
+
+@numpy_kernel("GroupNorm")
+def group_norm(ex, x, scale, bias):
+    n, c = x.shape[:2]
+    groups = ex.attrs["num_groups"]
+    work = np.promote_types(np.dtype(ex.attrs["stash_dtype"]), np.float32)
+    # A group is C / G consecutive channels: with the spatial axes, one contiguous row.
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype)
+    y, _, _ = _normalize(x.reshape(n, groups, -1), (2,), ex.attrs["epsilon"], work)
+    if ex.attrs["per_group"]:  # one value per group, shared by its channels
+        scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+    y = y.reshape(x.shape) * _channel(scale, x.ndim).astype(work) + _channel(bias, x.ndim).astype(work)
+    return y.astype(x.dtype, copy=False)
+
+
+@numpy_kernel("LpNorm")
+def lp_norm(ex, x):
+    axis = ex.attrs["axis"] % x.ndim
+    xs = x.astype(np.promote_types(x.dtype, np.float32), copy=False)
+    if ex.attrs["p"] == 1:
+        norm = np.abs(xs).sum(axis=axis, keepdims=True)
+    else:
+        norm = np.sqrt(np.square(xs).sum(axis=axis, keepdims=True))
+    # A zero norm (an all-zero row) gives zeros, not 0 / 0.
+    y = np.divide(xs, norm, out=np.zeros_like(xs), where=norm != 0)
+    return y.astype(x.dtype, copy=False)
+
+
+@numpy_kernel("LRN")
+def lrn(ex, x):
+    size, c = ex.attrs["size"], x.shape[1]
+    work = np.promote_types(x.dtype, np.float32)
+    xs = x.astype(work, copy=False)
+    square = xs * xs
+    # The window of channel k is [k - (size - 1) // 2, k + size // 2], clipped to [0, C): one
+    # shifted add of whole channel blocks per window tap.
+    total = np.zeros_like(square)
+    for shift in range(-((size - 1) // 2), size // 2 + 1):
+        lo, hi = max(0, -shift), min(c, c - shift)
+        if lo < hi:
+            total[:, lo:hi] += square[:, lo + shift:hi + shift]
+    base = work.type(ex.attrs["bias"]) + work.type(ex.attrs["alpha"] / size) * total
+    return (xs / base ** work.type(ex.attrs["beta"])).astype(x.dtype, copy=False)
+
+
+@numpy_kernel("MeanVarianceNorm")
+def mean_variance_norm(ex, x):
+    axes = tuple(sorted(a % x.ndim for a in ex.attrs["axes"]))
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype)
+    work = np.promote_types(x.dtype, np.float32)
+    xs = x.astype(work, copy=False)
+    centred = xs - xs.mean(axis=axes, keepdims=True)
+    std = np.sqrt(np.mean(centred * centred, axis=axes, keepdims=True))
+    return (centred / (std + work.type(ex.attrs["epsilon"]))).astype(x.dtype, copy=False)

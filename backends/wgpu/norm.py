@@ -1,6 +1,8 @@
-"""Norm family on the GPU (float32): BatchNorm element-wise, InstanceNorm and LayerNorm with one
+"""Norm family on the GPU (float32): BatchNorm element-wise; InstanceNorm, LayerNorm, RMSNorm
+(layer_norm.wgsl without the mean pass), GroupNorm, LpNorm and MeanVarianceNorm with one
 invocation per normalized row (a loop over the row; fine on software adapters, where shader
-memory access dominates, and simple everywhere).
+memory access dominates, and simple everywhere); LRN with 4 spatial elements of one channel per
+invocation, looping over the channel window. All linear, one dispatch each.
 
 BatchNorm on a 4-D feature map with per-channel parameters known at resize also runs on NC4HW4
 (batch_norm_nc4hw4.wgsl, parameters repacked as vec4 slices); it prefers linear, so it follows
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from ...engine.geometry import contiguous_strides
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
 from .conv import ceil_div, known, pack_channels
@@ -130,9 +133,147 @@ class LayerNormGpu(GpuExecution):
         params = [layout.rows, layout.size, float(step.attrs["epsilon"]), int(layout.has_bias),
                   int(bool(outputs[1])), int(bool(outputs[2])), int(one_axis),
                   scale_strides[0] if one_axis and scale_strides else 0]
-        params += [1] * pad + layout.shape + [bias_strides[0] if one_axis and bias_strides else 0, 0]
+        rms = int(step.op.op_type == "RMSNorm")
+        params += [1] * pad + layout.shape + [bias_strides[0] if one_axis and bias_strides else 0, rms]
         params += [0] * pad + scale_strides + [0, 0] + [0] * pad + bias_strides
         # Absent bias / statistics bind a stand-in (scale / Y) that the kernel never touches.
         tensors = [step.inputs[0], step.inputs[1], step.inputs[2] if layout.has_bias else step.inputs[1],
                    outputs[0]] + [name or outputs[0] for name in outputs[1:3]]
         self.dispatch("norm/layer_norm.wgsl", tensors, params, layout.rows)
+
+
+@gpu_kernel("RMSNorm")
+class RMSNormGpu(LayerNormGpu):
+    """layer_norm.wgsl with its RMS flag: no bias, no statistics outputs, no mean pass."""
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return 2 * LayerNormLayout(step).size + 16
+
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        if step.attrs["stash_dtype"] != "float32":
+            return f"stash type {step.attrs['stash_dtype']} has no GPU kernel (float32 statistics only)"
+        return super().unsupported_reason(step)
+
+
+@gpu_kernel("GroupNorm")
+class GroupNormGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        if step.attrs["stash_dtype"] != "float32":
+            return f"stash type {step.attrs['stash_dtype']} has no GPU kernel (float32 statistics only)"
+        return _float32_only(step)
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        x = step.input_specs[0].shape
+        channels = x[1] // step.attrs["num_groups"]
+        return 3 * channels * math.prod(x[2:]) + channels + 16  # mean, variance and write passes
+
+    def prepare(self) -> None:
+        step = self.step
+        x = step.input_specs[0].shape
+        groups = step.attrs["num_groups"]
+        spatial = math.prod(x[2:])
+        if spatial == 0 or x[1] == 0:
+            return  # empty output: nothing to write
+        params = [x[0] * groups, groups, x[1] // groups, spatial, float(step.attrs["epsilon"]),
+                  int(step.attrs["per_group"])]
+        self.dispatch("norm/group_norm.wgsl", list(step.inputs[:3]) + [step.outputs[0]], params, x[0] * groups)
+
+
+def _axis_split(shape, axis: int) -> tuple[int, int, int]:
+    """(outer, length, inner) of a C-order shape around one axis."""
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+
+
+@gpu_kernel("LpNorm")
+class LpNormGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        return _float32_only(step)
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        shape = step.input_specs[0].shape
+        return 2 * shape[step.attrs["axis"] % len(shape)] + 8
+
+    def prepare(self) -> None:
+        step = self.step
+        shape = step.input_specs[0].shape
+        outer, length, inner = _axis_split(shape, step.attrs["axis"] % len(shape))
+        rows = outer * inner
+        if length == 0:
+            return
+        self.dispatch("norm/lp_norm.wgsl", [step.inputs[0], step.outputs[0]],
+                      [rows, length, inner, step.attrs["p"]], rows)
+
+
+@gpu_kernel("LRN")
+class LRNGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        return _float32_only(step)
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return step.attrs["size"] + 8
+
+    def prepare(self) -> None:
+        step = self.step
+        x = step.input_specs[0].shape
+        size = step.attrs["size"]
+        spatial = math.prod(x[2:])
+        blocks = ceil_div(spatial, 4)
+        invocations = x[0] * x[1] * blocks
+        params = [invocations, x[1], spatial, blocks, (size - 1) // 2, size // 2,
+                  float(step.attrs["alpha"] / size), float(step.attrs["beta"]), float(step.attrs["bias"])]
+        self.dispatch("norm/lrn.wgsl", [step.inputs[0], step.outputs[0]], params, invocations)
+
+
+MVN_REDUCED, MVN_KEPT = 4, 6  # merged axes mvn.wgsl walks (odometer) and indexes (strided_offset)
+
+
+class MeanVarianceLayout:
+    """Rows over the kept axes and elements over the reduced axes, each merged where contiguous."""
+
+    def __init__(self, step: Step):
+        shape = step.input_specs[0].shape
+        axes = {a % len(shape) for a in step.attrs["axes"]}
+        strides = contiguous_strides(shape)
+        reduced = [i for i in range(len(shape)) if i in axes]
+        kept = [i for i in range(len(shape)) if i not in axes]
+        self.size = math.prod(shape[i] for i in reduced)
+        self.rows = math.prod(shape[i] for i in kept)
+        self.reduced, (self.reduced_strides,) = merge_axes([shape[i] for i in reduced], [[strides[i] for i in reduced]])
+        self.kept, (self.kept_strides,) = merge_axes([shape[i] for i in kept], [[strides[i] for i in kept]])
+
+
+@gpu_kernel("MeanVarianceNorm")
+class MeanVarianceNormGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        reason = _float32_only(step)
+        if reason:
+            return reason
+        layout = MeanVarianceLayout(step)
+        if len(layout.reduced) > MVN_REDUCED or len(layout.kept) > MVN_KEPT:
+            return (f"{len(layout.reduced)} reduced / {len(layout.kept)} kept axis groups (the kernel takes "
+                    f"{MVN_REDUCED} / {MVN_KEPT})")
+        return None
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return 3 * MeanVarianceLayout(step).size + 16  # mean, variance and write passes
+
+    def prepare(self) -> None:
+        step = self.step
+        layout = MeanVarianceLayout(step)
+        if layout.rows == 0 or layout.size == 0:
+            return
+        pad_r, pad_k = MVN_REDUCED - len(layout.reduced), MVN_KEPT - len(layout.kept)
+        params = [layout.rows, layout.size, float(step.attrs["epsilon"]), 0,
+                  *([1] * pad_r + layout.reduced), *([0] * pad_r + layout.reduced_strides),
+                  *([1] * pad_k + layout.kept), *([0] * pad_k + layout.kept_strides)]
+        self.dispatch("norm/mvn.wgsl", [step.inputs[0], step.outputs[0]], params, layout.rows)

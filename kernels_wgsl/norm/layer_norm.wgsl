@@ -1,11 +1,13 @@
 // LayerNorm: one invocation per normalized row of D elements: mean, variance of the centred
 // values (two passes, as the numpy backend), then y = (x - mean) * inv_std * scale + bias, and
-// the row's Mean / InvStdDev when those outputs exist. Scale and bias broadcast over the
+// the row's Mean / InvStdDev when those outputs exist. RMSNorm (flag 15) skips the mean pass:
+// the mean is 0, so the "variance" is the mean square. Scale and bias broadcast over the
 // normalized axes: with one (merged) axis their offset is d * stride, otherwise the strided
 // offset over the rank-6 normalized shape. Absent bias / statistics outputs are bound to a stand-in
 // tensor and never touched (flags), so one pipeline serves every combination.
 // params: 0 rows, 1 D, 2 epsilon, 3 has bias, 4 write mean, 5 write inv_std, 6 one-axis flag,
-// 7 scale stride, 8..13 normalized shape, 14 bias stride, 16.. scale strides, 24.. bias strides.
+// 7 scale stride, 8..13 normalized shape, 14 bias stride, 15 RMSNorm, 16.. scale strides,
+// 24.. bias strides.
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scale: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
@@ -31,16 +33,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let size = pu(1u);
     let base = row * size;
     let body = size / 4u * 4u;
-    // Sums of x - shift (the row's first element): a row far from zero loses no precision.
-    let shift = x[base];
-    var sum = vec4<f32>();
-    for (var s = 0u; s < body; s += 4u) {
-        sum += vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - shift;
+    var mean = 0.0;
+    if (p(15u) == 0) {
+        // Sums of x - shift (the row's first element): a row far from zero loses no precision.
+        let shift = x[base];
+        var sum = vec4<f32>();
+        for (var s = 0u; s < body; s += 4u) {
+            sum += vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - shift;
+        }
+        for (var s = body; s < size; s++) {
+            sum.x += x[base + s] - shift;
+        }
+        mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(size);
     }
-    for (var s = body; s < size; s++) {
-        sum.x += x[base + s] - shift;
-    }
-    let mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(size);
     var sq = vec4<f32>();
     for (var s = 0u; s < body; s += 4u) {
         let d = vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - mean;

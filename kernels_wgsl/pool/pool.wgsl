@@ -1,6 +1,7 @@
-// Max / average pooling over sliding windows, 1-D/2-D/3-D as D x H x W: x and y NCDHW.
-// {{COMBINE}} folds values v into the accumulator a (max or sum). Taps outside the input read
-// the fill value (the lowest float for max, 0 for average). Average divides by the product of
+// Max / average / Lp pooling over sliding windows, 1-D/2-D/3-D as D x H x W: x and y NCDHW.
+// {{COMBINE}} folds values v into the accumulator a (max, sum, or sum of |v|^p), {{FINISH}}
+// maps the accumulator a to the output (the p-th root for Lp). Taps outside the input read
+// the fill value (the lowest float for max, 0 for average and Lp). Average divides by the product of
 // per-axis counts of taps within [lo, hi): the input, or with count_include_pad the input plus
 // its declared pads (never the extra room ceil_mode adds).
 // Each invocation computes one (n, c) plane's row segment of p(6) output pixels along W, 4 at a
@@ -8,7 +9,8 @@
 // params: 0 = invocations, 6 = segment length (a multiple of 4), 7 = segments per row,
 // 8..10 = input D H W, 12..14 = output D H W, 16..18 = kernel D H W, 20..22 = strides,
 // 24..26 = dilations, 28..30 = pads (begin),
-// 31 = fill (f32 bits), 32 = divide (average), 36..38 = lo per axis, 40..42 = hi per axis.
+// 31 = fill (f32 bits), 32 = divide (average), 33 = p (Lp, f32 bits), 36..38 = lo per axis,
+// 40..42 = hi per axis.
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 @group(0) @binding(2) var<uniform> params: Params;
@@ -16,6 +18,20 @@ override WG: u32 = 64u;
 
 fn combine(a: vec4<f32>, v: vec4<f32>) -> vec4<f32> {
     return {{COMBINE}};
+}
+
+// |v|^p and a^(1/p) for a general p (pow of 0 is left to no driver).
+fn lp_pow(v: vec4<f32>) -> vec4<f32> {
+    let m = abs(v);
+    return select(pow(m, vec4<f32>(pf(33u))), vec4<f32>(0.0), m == vec4<f32>(0.0));
+}
+
+fn lp_root(a: vec4<f32>) -> vec4<f32> {
+    return select(pow(a, vec4<f32>(1.0 / pf(33u))), vec4<f32>(0.0), a == vec4<f32>(0.0));
+}
+
+fn finish(a: vec4<f32>) -> vec4<f32> {
+    return {{FINISH}};
 }
 
 // Taps of windows starting at input index start (per lane) that fall within [lo, hi) of axis.
@@ -79,6 +95,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         if (divide) {
             acc = acc / max(rows * counted(x0, 2u), vec4<f32>(1.0));
         }
+        acc = finish(acc);
         for (var k = 0; k < min(stop - ox0, 4); k++) {
             y[out + ox0 + k] = acc[k];
         }

@@ -1,7 +1,8 @@
-// Max / average pooling over 2-D sliding windows on NC4HW4 feature maps (generated accessors,
-// buffer or texture), a vec4 of 4 channels per pixel. {{COMBINE}} folds values v into the
-// accumulator a (max or sum). Taps outside the input are skipped: the result equals combining the
-// fill (the lowest float for max, 0 for average). Average divides by the product of per-axis
+// Max / average / Lp pooling over 2-D sliding windows on NC4HW4 feature maps (generated
+// accessors, buffer or texture), a vec4 of 4 channels per pixel. {{COMBINE}} folds values v into
+// the accumulator a (max, sum, or sum of |v|^p), {{FINISH}} maps it to the output (the p-th
+// root for Lp). Taps outside the input are skipped: the result equals combining the fill (the
+// lowest float for max, 0 for average and Lp). Average divides by the product of per-axis
 // counts of taps within [lo, hi): the input, or with count_include_pad the input plus its
 // declared pads (never the extra room ceil_mode adds).
 // Each invocation computes one slice's row segment of p(2) output pixels along W (the index
@@ -9,7 +10,7 @@
 // within llvmpipe's loop budget).
 // params: 0 = invocations, 1 = segments per row, 2 = segment length, 3..4 = kernel H W,
 // 5..6 = strides, 7..8 = dilations, 9..10 = pads (top, left), 11 = fill (f32 bits),
-// 12 = divide (average), 13..14 = lo, hi along H, 15..16 = lo, hi along W,
+// 12 = divide (average), 13..14 = lo, hi along H, 15..16 = lo, hi along W, 17 = p (Lp, f32 bits),
 // 20..24 x dims, 25..29 y dims (N, C4, H, W, C).
 {{DECL_X}}
 {{DECL_Y}}
@@ -18,6 +19,20 @@ override WG: u32 = 64u;
 
 fn combine(a: vec4<f32>, v: vec4<f32>) -> vec4<f32> {
     return {{COMBINE}};
+}
+
+// |v|^p and a^(1/p) for a general p (pow of 0 is left to no driver).
+fn lp_pow(v: vec4<f32>) -> vec4<f32> {
+    let m = abs(v);
+    return select(pow(m, vec4<f32>(pf(17u))), vec4<f32>(0.0), m == vec4<f32>(0.0));
+}
+
+fn lp_root(a: vec4<f32>) -> vec4<f32> {
+    return select(pow(a, vec4<f32>(1.0 / pf(17u))), vec4<f32>(0.0), a == vec4<f32>(0.0));
+}
+
+fn finish(a: vec4<f32>) -> vec4<f32> {
+    return {{FINISH}};
 }
 
 // Taps t in [0, k) of a window starting at input index start with start + t * d in [lo, hi);
@@ -73,6 +88,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         if (divide) {
             acc = acc / f32(max(rows * counted(x0, kw, dx, p(15u), p(16u)), 1));
         }
+        acc = finish(acc);
         store_y(n, c4, oy, ox, acc);
     }
 }

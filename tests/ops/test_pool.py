@@ -1,4 +1,5 @@
-"""MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool.
+"""MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool (MaxPool's Indices output, LpPool and
+MaxUnpool: test_pool_more.py).
 
 Oracle: onnx.reference where it is right; onnxruntime where they disagree (the reference gets
 MaxPool SAME_LOWER and GlobalMaxPool on 3-D input wrong and refuses ceil_mode with auto_pad;
@@ -118,12 +119,6 @@ def test_pool_empty_batch():
     check_ort("MaxPool", [empty], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1})
     check_ort("AveragePool", [empty], {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]})
     check_ort("GlobalAveragePool", [empty])
-
-
-def test_max_pool_indices_unsupported():
-    model = make_model("MaxPool", [X], {"kernel_shape": [2, 2]}, outputs=2)
-    with pytest.raises(wgnn.ConversionError, match="Indices"):
-        wgnn.convert(model)
 
 
 def test_pool_window_too_large():

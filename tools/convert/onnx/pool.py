@@ -1,6 +1,7 @@
-"""ONNX MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool -> wgnn Pool / GlobalPool.
+"""ONNX MaxPool / AveragePool / LpPool / GlobalAveragePool / GlobalMaxPool / MaxUnpool -> wgnn
+Pool / GlobalPool / MaxUnpool.
 
-storage_order only affects MaxPool's Indices output, which wgnn does not produce.
+storage_order only affects MaxPool's Indices output, so it is kept only where that is produced.
 """
 from __future__ import annotations
 
@@ -26,9 +27,30 @@ def _window_attrs(ctx, node, kind: str) -> dict:
 
 @onnx_op("MaxPool")
 def max_pool(ctx, node):
+    attrs = _window_attrs(ctx, node, "max")
+    outputs = node.outputs[:1]
     if len(node.outputs) > 1 and node.outputs[1]:
-        raise ctx.fail("the Indices output of MaxPool is not supported")
-    ctx.emit("Pool", node.inputs[:1], node.outputs[:1], _window_attrs(ctx, node, "max"))
+        outputs = node.outputs[:2]
+        attrs["storage_order"] = int(node.attrs.get("storage_order", 0))
+    ctx.emit("Pool", node.inputs[:1], outputs, attrs)
+
+
+@onnx_op("LpPool")
+def lp_pool(ctx, node):
+    """p is a float attribute in LpPool-1, an int from LpPool-2 on; dilations and ceil_mode come
+    with LpPool-18."""
+    attrs = _window_attrs(ctx, node, "lp")
+    attrs["p"] = float(node.attrs.get("p", 2))
+    ctx.emit("Pool", node.inputs[:1], node.outputs[:1], attrs)
+
+
+@onnx_op("MaxUnpool")
+def max_unpool(ctx, node):
+    if "kernel_shape" not in node.attrs:
+        raise ctx.fail("kernel_shape is required")
+    attrs = {key: [int(v) for v in node.attrs[key]] for key in ("kernel_shape", "strides", "pads")
+             if key in node.attrs}
+    ctx.emit("MaxUnpool", node.inputs[:3], node.outputs[:1], attrs)
 
 
 @onnx_op("AveragePool")
