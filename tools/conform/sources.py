@@ -119,6 +119,7 @@ SHAPE_OPERANDS = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Split": (1,),
     "Squeeze": (1,), "Unsqueeze": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "Range": (0, 1, 2),
     "ConstantOfShape": (0,), "Dropout": (1, 2), "CenterCropPad": (1,), "TopK": (1,), "OneHot": (1,),
+    "CumSum": (1,), "Trilu": (1,), "MaxUnpool": (2,), "AffineGrid": (1,), "Col2Im": (1, 2),
     **dict.fromkeys(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                      "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"), (1,)),
 }
