@@ -61,7 +61,37 @@ UNARY_FUNCS = {
     "not": lambda x, a, b: np.logical_not(x),
     "clip": lambda x, a, b: np.minimum(np.maximum(x, _limit(x, a)), _limit(x, b)),
     "softplus": lambda x, a, b: np.logaddexp(x, x.dtype.type(0)),
+    "sign": lambda x, a, b: np.sign(x),
+    "round": lambda x, a, b: np.round(x),  # half to even, as ONNX
+    "isnan": lambda x, a, b: np.isnan(x),
+    "isinf": lambda x, a, b: (np.isneginf(x) & bool(a)) | (np.isposinf(x) & bool(b)),
+    "softsign": lambda x, a, b: x / (1 + np.abs(x)),
+    "elu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)),
+    "selu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)) * x.dtype.type(b),
+    "celu": lambda x, a, b: np.maximum(x, 0) + np.minimum(0, x.dtype.type(a) * np.expm1(_neg(x) / x.dtype.type(a))),
+    "mish": lambda x, a, b: x * np.tanh(np.logaddexp(x, x.dtype.type(0))),
+    "thresholded_relu": lambda x, a, b: np.where(x > x.dtype.type(a), x, 0).astype(x.dtype),
+    "shrink": lambda x, a, b: _shrink(x, a, b),
+    "sin": lambda x, a, b: np.sin(x), "cos": lambda x, a, b: np.cos(x), "tan": lambda x, a, b: np.tan(x),
+    "asin": lambda x, a, b: np.arcsin(x), "acos": lambda x, a, b: np.arccos(x),
+    "atan": lambda x, a, b: np.arctan(x), "sinh": lambda x, a, b: np.sinh(x), "cosh": lambda x, a, b: np.cosh(x),
+    "asinh": lambda x, a, b: np.arcsinh(x), "acosh": lambda x, a, b: np.arccosh(x),
+    "atanh": lambda x, a, b: np.arctanh(x),
+    "bitwise_not": lambda x, a, b: np.invert(x),
 }
+
+
+def _neg(x: np.ndarray) -> np.ndarray:
+    """min(x, 0): the exponential branch of Elu/Selu/Celu only matters for x < 0; clamping keeps
+    the positive inputs from overflowing (fused activations run without an errstate guard)."""
+    return np.minimum(x, x.dtype.type(0))
+
+
+def _shrink(x: np.ndarray, lambd: float, bias: float) -> np.ndarray:
+    # Integer tensors: computed in float64 and truncated back, as onnx.reference does.
+    wide = x.astype(np.float64) if np.issubdtype(x.dtype, np.integer) else x
+    bias_value = wide.dtype.type(bias)
+    return np.where(wide < -lambd, wide + bias_value, np.where(wide > lambd, wide - bias_value, 0)).astype(x.dtype)
 
 
 def _limit(x: np.ndarray, value: float):
@@ -103,7 +133,24 @@ BINARY_FUNCS = {
     "equal": np.equal, "less": np.less, "greater": np.greater,
     "greater_equal": np.greater_equal, "less_equal": np.less_equal,
     "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "shift_left": lambda a, b: _shift(a, b, left=True), "shift_right": lambda a, b: _shift(a, b, left=False),
 }
+
+
+def _shift(a: np.ndarray, b: np.ndarray, *, left: bool) -> np.ndarray:
+    """Shifts with amounts outside [0, bits) defined (numpy/C leave them undefined): 0, or the sign
+    fill for right shifts of signed values."""
+    bits = a.dtype.itemsize * 8
+    valid = (b >= 0) & (b < bits)
+    amount = np.where(valid, b, 0).astype(a.dtype)
+    if left:
+        # Left shifts of signed values as bit patterns (no overflow semantics).
+        unsigned = np.dtype(f"u{a.dtype.itemsize}")
+        shifted = np.left_shift(a.view(unsigned), amount.view(unsigned)).view(a.dtype)
+        return np.where(valid, shifted, a.dtype.type(0))
+    fill = np.where(a < 0, a.dtype.type(-1), a.dtype.type(0)) if np.issubdtype(a.dtype, np.signedinteger) else 0
+    return np.where(valid, np.right_shift(a, amount), fill).astype(a.dtype)
 
 
 def apply_binary(kind: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,25 +1,33 @@
-"""Binary family: "Binary" with a kind (ONNX Add, Mul, Pow, Less, And, PRelu ...), numpy broadcasting,
-and "Where" (select)."""
+"""Binary family: "Binary" with a kind (ONNX Add, Mul, Pow, Less, And, PRelu, BitwiseAnd, BitShift ...),
+numpy broadcasting, and "Where" (select).
+
+Shifts (ONNX BitShift): a shift by the bit width or more (or by a negative amount) gives 0, or on
+signed types shifted right the sign fill (-1 for negative values), as onnx.reference does.
+"""
 from __future__ import annotations
 
+from ..dtypes import INT_DTYPES
 from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, register_op
 
 ARITHMETIC_KINDS = ("add", "sub", "mul", "div", "pow", "max", "min", "prelu", "mod", "fmod")
 COMPARE_KINDS = ("equal", "less", "greater", "greater_equal", "less_equal")
 LOGIC_KINDS = ("and", "or", "xor")
+BITWISE_KINDS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
 
 
 @register_op
 class Binary(OpDef):
     op_type = "Binary"
     family = "binary"
-    kinds = ARITHMETIC_KINDS + COMPARE_KINDS + LOGIC_KINDS
+    kinds = ARITHMETIC_KINDS + COMPARE_KINDS + LOGIC_KINDS + BITWISE_KINDS
     attrs = {"kind": Attr("string")}
 
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
         kind = ctx.attrs["kind"]
         if kind not in LOGIC_KINDS and kind != "pow" and ctx.dtype(0) != ctx.dtype(1):
             raise ctx.fail(f"{kind} needs equal input types, got {ctx.dtype(0)} and {ctx.dtype(1)}")
+        if kind in BITWISE_KINDS and ctx.dtype(0) not in INT_DTYPES:
+            raise ctx.fail(f"{kind} needs integer inputs, got {ctx.dtype(0)}")
         shape = broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1))
         dtype = "bool" if kind in COMPARE_KINDS + LOGIC_KINDS else ctx.dtype(0)
         return [TensorSpec(shape, dtype)]

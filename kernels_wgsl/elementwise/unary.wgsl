@@ -1,12 +1,13 @@
 // y = f(x) element-wise; f is the kind's WGSL expression in v (with alpha, beta), set by the loader.
-// params: 0 = element count, 1 = alpha, 2 = beta (f32 bits for float tensors, i32 for integer ones).
+// The result type TO is T, or u32 (bool) for predicates (IsNaN, IsInf).
+// params: 0 = element count, 1 = alpha, 2 = beta (f32 bits for float tensors, i32/u32 for integer ones).
 // 4 elements per invocation.
 @group(0) @binding(0) var<storage, read_write> x: array<{{T}}>;
-@group(0) @binding(1) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(1) var<storage, read_write> y: array<{{TO}}>;
 @group(0) @binding(2) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn apply(v: {{T}}, alpha: {{S}}, beta: {{S}}) -> {{T}} {
+fn apply(v: {{T}}, alpha: {{S}}, beta: {{S}}) -> {{TO}} {
     return {{EXPR}};
 }
 
