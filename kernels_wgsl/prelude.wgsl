@@ -67,13 +67,41 @@ fn wg_log1p(t: f32) -> f32 {
     return select(log(1.0 + t), t * (1.0 - 0.5 * t), abs(t) < 1e-4);
 }
 
-// Float modulo with the sign of the divisor, as numpy: x mod +-inf is x when the signs agree
-// (or x is 0), else the infinite divisor.
-fn wg_mod_f32(x: f32, y: f32) -> f32 {
-    if (abs(y) > 3.4028234e38) {
-        return select(y, x, x == 0.0 || ((x < 0.0) == (y < 0.0)));
+// fmod(x, y) exact (the remainder of floats is always representable), as C/numpy: long division
+// of the integer significands, 8 bits per step. The float formula x - y * trunc(x / y) is wrong
+// once x / y passes 2^24 or rounds up to the next integer.
+fn wg_fmod_exact(x: f32, y: f32) -> f32 {
+    let ax = bitcast<u32>(x) & 0x7fffffffu;
+    let ay = bitcast<u32>(y) & 0x7fffffffu;
+    if (ax >= 0x7f800000u || ay > 0x7f800000u || ay == 0u) {
+        return bitcast<f32>(0x7fc00000u | ax);  // NaN, built at run time (WGSL rejects constant NaNs)
     }
-    return x - y * floor(x / y);
+    if (ax < ay || ay == 0x7f800000u) {
+        return x;
+    }
+    // |v| = m * 2^(e - 150) with the implicit bit in m; subnormals (e = 0) scale as e = 1.
+    let ex = max(ax >> 23u, 1u);
+    let ey = max(ay >> 23u, 1u);
+    let mx = (ax & 0x7fffffu) | select(0u, 0x800000u, ax >= 0x800000u);
+    let my = (ay & 0x7fffffu) | select(0u, 0x800000u, ay >= 0x800000u);
+    var r = mx % my;
+    var d = ex - ey;
+    while (d > 0u) {
+        let k = min(d, 8u);
+        r = (r << k) % my;  // r < my < 2^24: 8 more bits fit in 32
+        d -= k;
+    }
+    let magnitude = ldexp(f32(r), i32(ey) - 150);
+    return bitcast<f32>(bitcast<u32>(magnitude) | (bitcast<u32>(x) & 0x80000000u));
+}
+
+// ONNX Mod (fmod = 0) on floats: the remainder with the divisor's sign, as numpy's mod.
+fn wg_mod_exact(x: f32, y: f32) -> f32 {
+    let r = wg_fmod_exact(x, y);
+    if (r == 0.0) {
+        return bitcast<f32>(bitcast<u32>(y) & 0x80000000u);  // a zero takes the divisor's sign
+    }
+    return select(r, r + y, (r < 0.0) != (y < 0.0));
 }
 
 // Integer modulo with the sign of the divisor (ONNX Mod, fmod=0).

@@ -44,39 +44,3 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     store_c(n, c4, yy, xx, vec4<f32>(apply(va.x, vb.x), apply(va.y, vb.y), apply(va.z, vb.z), apply(va.w, vb.w)));
 }
 
-// fmod(x, y) exact (the remainder of floats is always representable), as C/numpy: long division
-// of the integer significands, 8 bits per step. The float formula x - y * trunc(x / y) is wrong
-// once x / y passes 2^24 or rounds up to the next integer. Also in binary.wgsl.
-fn wg_fmod_exact(x: f32, y: f32) -> f32 {
-    let ax = bitcast<u32>(x) & 0x7fffffffu;
-    let ay = bitcast<u32>(y) & 0x7fffffffu;
-    if (ax >= 0x7f800000u || ay > 0x7f800000u || ay == 0u) {
-        return bitcast<f32>(0x7fc00000u | ax);  // NaN, built at run time (WGSL rejects constant NaNs)
-    }
-    if (ax < ay || ay == 0x7f800000u) {
-        return x;
-    }
-    // |v| = m * 2^(e - 150) with the implicit bit in m; subnormals (e = 0) scale as e = 1.
-    let ex = max(ax >> 23u, 1u);
-    let ey = max(ay >> 23u, 1u);
-    let mx = (ax & 0x7fffffu) | select(0u, 0x800000u, ax >= 0x800000u);
-    let my = (ay & 0x7fffffu) | select(0u, 0x800000u, ay >= 0x800000u);
-    var r = mx % my;
-    var d = ex - ey;
-    while (d > 0u) {
-        let k = min(d, 8u);
-        r = (r << k) % my;  // r < my < 2^24: 8 more bits fit in 32
-        d -= k;
-    }
-    let magnitude = ldexp(f32(r), i32(ey) - 150);
-    return bitcast<f32>(bitcast<u32>(magnitude) | (bitcast<u32>(x) & 0x80000000u));
-}
-
-// ONNX Mod (fmod = 0) on floats: the remainder with the divisor's sign, as numpy's mod.
-fn wg_mod_exact(x: f32, y: f32) -> f32 {
-    let r = wg_fmod_exact(x, y);
-    if (r == 0.0) {
-        return bitcast<f32>(bitcast<u32>(y) & 0x80000000u);  // a zero takes the divisor's sign
-    }
-    return select(r, r + y, (r < 0.0) != (y < 0.0));
-}
