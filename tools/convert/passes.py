@@ -13,9 +13,10 @@ def optimize_graph(graph: Graph) -> Graph:
     """The conversion pipeline: clean up, fold what is known, fuse, then drop what is unused."""
     from .fold import fold_constants
     from .fusion import FUSION_PASSES
+    from .quant import fold_qdq
 
     graph.toposort()
-    for fn in (remove_identities, fold_constants, *FUSION_PASSES, eliminate_dead_code):
+    for fn in (remove_identities, fold_qdq, fold_constants, *FUSION_PASSES, eliminate_dead_code):
         fn(graph)
     return graph
 
