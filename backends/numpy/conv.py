@@ -39,10 +39,13 @@ def window_view(x: np.ndarray, out, kernel, strides, dilations) -> np.ndarray:
     return as_strided(x, (*x.shape[:2], *out, *kernel), (*st[:2], *step, *tap), writeable=False)
 
 
-def finish(ex, y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """Bias (per output channel, axis 1) and the fused activation, in place where possible."""
+def finish(ex, y: np.ndarray, bias: np.ndarray | None, residual: np.ndarray | None = None) -> np.ndarray:
+    """Bias (per output channel, axis 1), the fused residual (Conv's input 3) and the fused
+    activation, in place where possible."""
     if bias is not None:
         y += bias.reshape((-1,) + (1,) * (y.ndim - 2)).astype(y.dtype, copy=False)
+    if residual is not None:
+        y += residual
     kind = ex.attrs["activation"]
     if kind:
         with np.errstate(all="ignore"):
@@ -64,7 +67,7 @@ def _conv_plan(ex):
 
 
 @numpy_kernel("Conv")
-def conv(ex, x, w, b=None):
+def conv(ex, x, w, b=None, residual=None):
     strides, dilations, begin, end = _conv_plan(ex)
     out = ex.step.output_specs[0].shape[2:]
     n, c = x.shape[:2]
@@ -79,7 +82,7 @@ def conv(ex, x, w, b=None):
     cols = cols.reshape(n, group, (c // group) * math.prod(kernel), math.prod(out))
     weights = w.reshape(group, m // group, -1)
     y = np.matmul(weights, cols).reshape(n, m, *out)  # (G, Mg, CgK) @ (N, G, CgK, P), batched
-    return finish(ex, y, b)
+    return finish(ex, y, b, residual)
 
 
 @numpy_kernel("ConvTranspose")

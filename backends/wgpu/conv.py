@@ -1,23 +1,20 @@
-"""Conv family on the GPU, one dispatch per op. Every kernel sees 1-D, 2-D and 3-D convolutions as
-D x H x W with missing leading axes of size 1.
+"""Conv family on the GPU. Every kernel sees 1-D, 2-D and 3-D convolutions as D x H x W with missing
+leading axes of size 1.
 
-- Conv: a direct kernel, 8 output channels x 8 pixels along W per invocation (conv.wgsl; a variant
-  that slides loaded columns across W taps when the W stride equals the W dilation,
-  conv_slide.wgsl), and for one input channel per group with a channel multiplier < 4 a depthwise
-  kernel, one channel's row segment of up to 64 pixels per invocation (depthwise.wgsl).
-- Conv 2-D on NC4HW4 feature maps, preferred where the weights are known at resize (repacked once
-  into vec4s over 4 output channels): one output slice (4 channels) x 8 pixels along W per
-  invocation, looping over input slices and taps with vec4 loads (conv_nc4hw4.wgsl; sliding
-  columns across W taps where the W stride equals the W dilation, conv_slide_nc4hw4.wgsl) for
-  one group or groups of whole slices; depthwise (group = C_in = C_out), a slice's row segment
-  per invocation (depthwise_nc4hw4.wgsl). Other 4-D convs (channel multipliers, groups of
-  partial slices, weights known only at run time) and 1-D/3-D convs stay linear.
+- Conv 2-D on NC4HW4 feature maps, preferred where the weights are known at resize (repacked once):
+  direct, 1x1 GEMM and Winograd paths, picked per conv shape by a cost model (conv_paths.py,
+  conv_winograd.py), for one group or groups of whole slices, and depthwise convs.
+- Conv on linear tensors (1-D/3-D convs, channel multipliers, groups of partial slices, weights
+  known only at run time): a direct kernel, 8 output channels x 8 pixels along W per invocation
+  (conv.wgsl; a variant that slides loaded columns across W taps when the W stride equals the W
+  dilation, conv_slide.wgsl), and for one input channel per group with a channel multiplier < 4 a
+  depthwise kernel, one channel's row segment of up to 64 pixels per invocation (depthwise.wgsl).
 - ConvTranspose: a gather kernel, 4 output channels x 4 pixels of one residue class modulo the W
   stride per invocation (conv_transpose.wgsl); linear only.
 
 Pads and output sizes come from the engine's shape helpers (engine/ops/conv.py) at prepare time;
-bias and the fused activation (a Unary kind, as WGSL text from elementwise.UNARY_EXPR) run in the
-kernels' epilogue. One dispatch per op.
+bias, the fused residual (Conv's input 3) and the fused activation (a Unary kind, as WGSL text from
+elementwise.UNARY_EXPR) run in the kernels' epilogue.
 """
 from __future__ import annotations
 
@@ -29,7 +26,7 @@ from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
-from .elementwise import UNARY_EXPR, feature_map_text
+from .elementwise import UNARY_EXPR
 
 MAX_SPATIAL = 3
 BLOCK = 4  # output channels and pixels per invocation of conv_transpose.wgsl; depthwise below this multiplier
@@ -37,11 +34,6 @@ CONV_BLOCK = 8  # output channels and output pixels per invocation of conv.wgsl
 # Output pixels along W per invocation of depthwise.wgsl and pool.wgsl (a multiple of 4): their
 # index arithmetic (integer divisions, slow on lavapipe) is paid once per segment.
 SEGMENT = 64
-# Output pixels along W per invocation of conv_nc4hw4.wgsl / conv_slide_nc4hw4.wgsl (x 4 channels;
-# on lavapipe 8 pixels ran 1.4-1.7x faster than 4: the weight loads serve twice the pixels) and of
-# depthwise_nc4hw4.wgsl (a row segment, 4 pixels at a time; 4 to 32 measured the same).
-NC4HW4_PIXELS = 8
-DW_SEGMENT = 16
 
 
 def infer_context(step: Step) -> InferContext:
@@ -164,25 +156,28 @@ def pack_channels(v: np.ndarray) -> np.ndarray:
 
 @gpu_kernel("Conv")
 class ConvGpu(_ConvBase):
+    path = "direct"  # the NC4HW4 path prepare() took (conv_paths.py); linear convs are direct
+
     @classmethod
     def layouts(cls, step: Step) -> tuple[str, ...]:
         return ("nc4hw4", "linear") if nc4hw4_conv_kind(step) else ("linear",)
 
     @classmethod
+    def layout_inputs(cls, step: Step) -> tuple[int, ...]:
+        return (0, 3)  # the input and the fused residual
+
+    @classmethod
     def loop_iterations(cls, step: Step) -> int:
+        from .conv_paths import loop_iterations
+
         kind = nc4hw4_conv_kind(step)
-        if kind is None:
-            return super().loop_iterations(step)
-        _, _, kh, kw = step.input_specs[1].shape
-        if kind == "depthwise":
-            return DW_SEGMENT // 4 * (kh * (kw + 1) + 1) + 8
-        slices = ceil_div(step.input_specs[0].shape[1] // step.attrs["group"], 4)
-        # The gather kernel loops taps around slices, the sliding one slices around W taps.
-        return kh * (max(kw * (slices + 1), slices * (kw + 1)) + 1) + 8
+        return super().loop_iterations(step) if kind is None else loop_iterations(step, kind)
 
     def prepare(self) -> None:
         if self.layout == "nc4hw4":
-            self.prepare_nc4hw4()
+            from .conv_paths import prepare_nc4hw4
+
+            self.path = prepare_nc4hw4(self, nc4hw4_conv_kind(self.step))
             return
         step = self.step
         x, w, y = step.input_specs[0].shape, step.input_specs[1].shape, step.output_specs[0].shape
@@ -196,6 +191,9 @@ class ConvGpu(_ConvBase):
         cg, mg = cin // group, cout // group
         rows = y[0] * math.prod(y[2:-1])
         tensors, has_bias = self.bind()
+        # The residual (absent: the input again, never read) and its flag in slot 35.
+        residual = len(step.inputs) > 3 and bool(step.inputs[3])
+        tensors.append(step.inputs[3] if residual else step.inputs[0])
         if cg == 1 and mg < BLOCK:
             # Depthwise (channel multiplier < 4): a block of channels would mostly idle.
             path, segments = "conv/depthwise.wgsl", ceil_div(y[-1], SEGMENT)
@@ -205,39 +203,8 @@ class ConvGpu(_ConvBase):
             blocks = (ceil_div(mg, CONV_BLOCK), ceil_div(y[-1], CONV_BLOCK))
             invocations = rows * group * blocks[0] * blocks[1]
         params = conv_params(invocations, x, y, w[2:], (cin, cout, cg, mg), blocks, strides, dilations,
-                             begin, has_bias, step)
+                             begin, has_bias, step) + [int(residual)]
         self.dispatch(path, tensors, params, invocations, text={"ACT": activation(step)[0]})
-
-    def prepare_nc4hw4(self) -> None:
-        from .layout import accessor_params
-
-        step = self.step
-        x, w, y = step.input_specs[0], step.input_specs[1].shape, step.output_specs[0]
-        ctx = infer_context(step)
-        strides = spatial_list(ctx, "strides", 2, 1)
-        dilations = spatial_list(ctx, "dilations", 2, 1)
-        begin, _ = resolve_pads(ctx, x.shape[2:], w[2:], strides, dilations)
-        group = step.attrs["group"]
-        n, cout, oh, ow = y.shape
-        has_bias = len(step.inputs) > 2 and bool(step.inputs[2])
-        if nc4hw4_conv_kind(step) == "depthwise":
-            path, pack = "conv/depthwise_nc4hw4.wgsl", pack_depthwise_weights
-            blocks, slices = ceil_div(ow, DW_SEGMENT), (0, 0)
-        else:
-            path, pack = conv_kernel(w[3], strides[1], dilations[1]).replace(".wgsl", "_nc4hw4.wgsl"), pack_conv_weights
-            blocks = ceil_div(ow, NC4HW4_PIXELS)
-            # One group: every output slice reads all input slices (slice index / slices = group 0).
-            slices = ((ceil_div(cout, 4), ceil_div(x.shape[1], 4)) if group == 1
-                      else (cout // group // 4, x.shape[1] // group // 4))
-        invocations = n * ceil_div(cout, 4) * oh * blocks
-        weights = self.packed_constant("weights", step.input_values[1], pack)
-        bias = self.packed_constant("bias", step.input_values[2], pack_channels) if has_bias else weights
-        params = [invocations, blocks, *slices, *w[2:], *strides, *dilations, *begin, int(has_bias),
-                  float(step.attrs["activation_alpha"]), float(step.attrs["activation_beta"]), DW_SEGMENT,
-                  *accessor_params(x), *accessor_params(y)]
-        text = feature_map_text(self, {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 3, 21, True)})
-        text["ACT"] = activation(step)[0]
-        self.dispatch(path, [step.inputs[0], weights, bias, step.outputs[0]], params, invocations, text=text)
 
 
 @gpu_kernel("ConvTranspose")

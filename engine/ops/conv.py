@@ -1,6 +1,9 @@
 """Conv family: "Conv" and "ConvTranspose" (1-D, 2-D, 3-D; groups, dilations, strides, pads,
 auto_pad resolved from the concrete input shape) with an optional fused activation.
 
+Conv takes an optional fourth input, a residual of the output's shape (put there by the
+converter's residual-Add fusion, tools/convert/fusion.py): y = act(conv(x, w) + bias + residual).
+
 The spatial-window helpers here (pads resolution, output sizes) are shared with the Pool family.
 """
 from __future__ import annotations
@@ -138,11 +141,17 @@ class Conv(OpDef):
         out = [window_count(*axis) for axis in zip(x[2:], w[2:], strides, dilations, begin, end, strict=True)]
         if any(n <= 0 for n in out) and math.prod(x) > 0:
             raise ctx.fail(f"the kernel {list(w[2:])} (dilations {dilations}) does not fit the padded input")
-        return [TensorSpec((x[0], w[0], *out), ctx.dtype(0))]
+        shape = (x[0], w[0], *out)
+        # The fused residual adds element by element: no broadcasting (the fusion pass only folds
+        # an Add whose other operand has the conv output's shape).
+        if ctx.has(3) and (tuple(ctx.shape(3)) != shape or ctx.dtype(3) != ctx.dtype(0)):
+            raise ctx.fail(f"residual must be {ctx.dtype(0)} of the output's shape {list(shape)}, got "
+                           f"{ctx.dtype(3)} {list(ctx.shape(3))}")
+        return [TensorSpec(shape, ctx.dtype(0))]
 
     def flops(self, ctx, outputs) -> int:
         w = ctx.shape(1)
-        return 2 * outputs[0].size * math.prod(w[1:])
+        return 2 * outputs[0].size * math.prod(w[1:]) + (outputs[0].size if ctx.has(3) else 0)
 
 
 def conv_transpose_geometry(ctx: InferContext):

@@ -1,6 +1,6 @@
 // Conv 2-D on NC4HW4 feature maps (x, y through generated accessors, buffer or texture), groups
 // whose channel counts are multiples of 4 (or one group), optional bias, fused activation {{ACT}}
-// (a WGSL expression of v, alpha, beta, applied per lane).
+// (a WGSL expression of v, alpha, beta, applied per lane), optional residual.
 // Each invocation computes one output slice (4 output channels) x 8 output pixels along W (on
 // lavapipe 1.4-1.7x faster than 4 pixels: the weight loads are shared by twice the pixels). Weights
 // are repacked at prepare as vec4 over the slice's 4 output channels, [oc4][ky][kx][ic] with ic
@@ -9,22 +9,28 @@
 // Taps are outside the input-slice loop, so bounds checks stay out of the innermost loop.
 // params: 0 = invocations, 1 = pixel blocks along W, 2 = output slices per group, 3 = input slices
 // per group, 4..5 = kernel H W, 6..7 = strides, 8..9 = dilations, 10..11 = pads (top, left),
-// 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 16..20 x dims, 21..25 y dims (N, C4, H, W, C).
+// 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 15 = has residual (r, of y's shape, added before
+// the activation), 16..20 x dims, 21..25 y dims, 26..30 r dims (N, C4, H, W, C).
 {{DECL_X}}
 @group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
-@group(0) @binding(4) var<uniform> params: Params;
+{{DECL_R}}
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{ACT}};
 }
 
-// Bias, activation and store of output pixel (n, oc4, oy, ox) unless it is past the row's end.
+// Bias, residual, activation and store of output pixel (n, oc4, oy, ox) unless it is past the
+// row's end.
 fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
     if (ox < p(24u)) {
-        let v = acc + b;
+        var v = acc + b;
+        if (p(15u) != 0) {
+            v += load_r(n, oc4, oy, ox);
+        }
         let alpha = pf(13u);
         let beta = pf(14u);
         store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),

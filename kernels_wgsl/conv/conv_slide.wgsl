@@ -9,7 +9,8 @@
 @group(0) @binding(1) var<storage, read_write> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> res: array<f32>;
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: f32, alpha: f32, beta: f32) -> f32 {
@@ -124,6 +125,10 @@ fn store(acc: vec4<f32>, out: i32, oc0: i32, j: i32, count: i32, cols: i32) {
     }
     let at = out + j * p(12u) * p(13u) * p(14u);
     for (var k = 0; k < min(cols, 4); k++) {
-        y[at + k] = act(acc[k] + b, pf(33u), pf(34u));
+        var v = acc[k] + b;
+        if (p(35u) != 0) {
+            v += res[at + k];
+        }
+        y[at + k] = act(v, pf(33u), pf(34u));
     }
 }

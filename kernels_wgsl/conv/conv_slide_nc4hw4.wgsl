@@ -3,23 +3,28 @@
 // c0 + (k + t) * stride, k = 0..7, so moving to the next tap shifts the 8 loaded vec4s by one and
 // loads one new column. Otherwise as conv_nc4hw4.wgsl: one output slice (4 channels) x 8 pixels
 // along W per invocation, weights [oc4][ky][kx][ic] as vec4 over the slice's output channels,
-// optional bias, fused activation {{ACT}} per lane.
+// optional bias and residual, fused activation {{ACT}} per lane.
 // params: as conv_nc4hw4.wgsl.
 {{DECL_X}}
 @group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
-@group(0) @binding(4) var<uniform> params: Params;
+{{DECL_R}}
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{ACT}};
 }
 
-// Bias, activation and store of output pixel (n, oc4, oy, ox) unless it is past the row's end.
+// Bias, residual, activation and store of output pixel (n, oc4, oy, ox) unless it is past the
+// row's end.
 fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
     if (ox < p(24u)) {
-        let v = acc + b;
+        var v = acc + b;
+        if (p(15u) != 0) {
+            v += load_r(n, oc4, oy, ox);
+        }
         let alpha = pf(13u);
         let beta = pf(14u);
         store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),

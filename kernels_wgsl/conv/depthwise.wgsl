@@ -7,12 +7,14 @@
 // params: 0 = invocations, 2 = C_in, 3 = C_out, 5 = output channels per group, 6 = segment length
 // (a multiple of 4), 7 = segments per row, 8..10 = input D H W, 12..14 = output D H W,
 // 16..18 = kernel D H W, 20..22 = strides, 24..26 = dilations, 28..30 = pads (begin),
-// 32 = has bias, 33 = alpha, 34 = beta (f32 bits).
+// 32 = has bias, 33 = alpha, 34 = beta (f32 bits),
+// 35 = has residual (res, of y's shape, added before the activation).
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> res: array<f32>;
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: f32, alpha: f32, beta: f32) -> f32 {
@@ -87,7 +89,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             }
         }
         for (var k = 0; k < min(stop - ox0, 4); k++) {
-            y[out + ox0 + k] = act(acc[k] + b, alpha, beta);
+            var v = acc[k] + b;
+            if (p(35u) != 0) {
+                v += res[out + ox0 + k];
+            }
+            y[out + ox0 + k] = act(v, alpha, beta);
         }
     }
 }

@@ -1,24 +1,31 @@
 // Depthwise Conv 2-D (group = C_in = C_out) on NC4HW4 feature maps (generated accessors, buffer or
-// texture), optional bias, fused activation {{ACT}} (per lane). Each invocation computes one
-// slice (4 channels, one vec4 per pixel) over a row segment of p(15) output pixels, 4 at a time:
+// texture), optional bias and residual, fused activation {{ACT}} (per lane). Each invocation computes
+// one slice (4 channels, one vec4 per pixel) over a row segment of p(2) output pixels, 4 at a time:
 // the index arithmetic is paid once per segment. Weights are repacked [c4][ky][kx] -> vec4 over
 // the slice's channels. Where the W stride equals the W dilation (3x3 stride 1), each W tap
 // reuses the previous tap's columns shifted by one and loads one new column.
-// params: 0 = invocations, 1 = segments per row, 4..5 = kernel H W, 6..7 = strides,
-// 8..9 = dilations, 10..11 = pads (top, left), 12 = has bias, 13 = alpha, 14 = beta (f32 bits),
-// 15 = segment length (a multiple of 4), 16..20 x dims, 21..25 y dims (N, C4, H, W, C).
+// params: 0 = invocations, 1 = segments per row, 2 = segment length (a multiple of 4),
+// 4..5 = kernel H W, 6..7 = strides, 8..9 = dilations, 10..11 = pads (top, left), 12 = has bias,
+// 13 = alpha, 14 = beta (f32 bits), 15 = has residual, 16..20 x dims, 21..25 y dims,
+// 26..30 r dims (N, C4, H, W, C).
 {{DECL_X}}
 @group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
-@group(0) @binding(4) var<uniform> params: Params;
+{{DECL_R}}
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{ACT}};
 }
 
-fn act4(v: vec4<f32>) -> vec4<f32> {
+// Residual (when fused) and activation of output pixel (n, c4, oy, ox).
+fn finish(n: i32, c4: i32, oy: i32, ox: i32, acc: vec4<f32>) -> vec4<f32> {
+    var v = acc;
+    if (p(15u) != 0) {
+        v += load_r(n, c4, oy, ox);
+    }
     let alpha = pf(13u);
     let beta = pf(14u);
     return vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
@@ -39,7 +46,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let c4s = p(22u); let oh = p(23u); let ow = p(24u);
     let kh = p(4u); let kw = p(5u);
     var rest = index;
-    let start = (rest % p(1u)) * p(15u); rest /= p(1u);
+    let start = (rest % p(1u)) * p(2u); rest /= p(1u);
     let oy = rest % oh; rest /= oh;
     let c4 = rest % c4s;
     let n = rest / c4s;
@@ -49,7 +56,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (p(12u) != 0) {
         b = bias[c4];
     }
-    let stop = min(start + p(15u), ow);
+    let stop = min(start + p(2u), ow);
     for (var ox0 = start; ox0 < stop; ox0 += 4) {
         let c0 = ox0 * sx - p(11u);  // column of pixel 0 at tap 0
         var a0 = vec4<f32>(0.0); var a1 = vec4<f32>(0.0); var a2 = vec4<f32>(0.0); var a3 = vec4<f32>(0.0);
@@ -84,15 +91,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 wi += 1;
             }
         }
-        store_y(n, c4, oy, ox0, act4(a0 + b));
+        store_y(n, c4, oy, ox0, finish(n, c4, oy, ox0, a0 + b));
         if (ox0 + 1 < stop) {
-            store_y(n, c4, oy, ox0 + 1, act4(a1 + b));
+            store_y(n, c4, oy, ox0 + 1, finish(n, c4, oy, ox0 + 1, a1 + b));
         }
         if (ox0 + 2 < stop) {
-            store_y(n, c4, oy, ox0 + 2, act4(a2 + b));
+            store_y(n, c4, oy, ox0 + 2, finish(n, c4, oy, ox0 + 2, a2 + b));
         }
         if (ox0 + 3 < stop) {
-            store_y(n, c4, oy, ox0 + 3, act4(a3 + b));
+            store_y(n, c4, oy, ox0 + 3, finish(n, c4, oy, ox0 + 3, a3 + b));
         }
     }
 }

@@ -88,6 +88,35 @@ def test_conv_flops_and_shape_errors():
         wgnn.convert(make_model("Conv", [r(1, 3, 5, 5), Const(r(2, 3, 3, 3))], {"kernel_shape": [2, 2]}))
 
 
+def residual_conv_model(r_shape, activation="relu"):
+    """An IR Conv with the fused residual input (what the converter's residual-Add fusion makes)."""
+    from wgnn.engine.graph import Graph, Model, Node, TensorInfo
+
+    w, b = r(4, 3, 3, 3), r(4)
+    node = Node("Conv", ["x", "w", "b", "res"], ["y"], {"pads": [1, 1, 1, 1], "activation": activation}, name="c")
+    inputs = [TensorInfo("x", "float32", (2, 3, 5, 6)), TensorInfo("res", "float32", r_shape)]
+    graph = Graph(nodes=[node], inputs=inputs, outputs=[TensorInfo("y", "float32")], initializers={"w": w, "b": b})
+    return Model(graph), w, b
+
+
+def test_conv_residual_input():
+    model, w, b = residual_conv_model((2, 4, 5, 6))
+    x, res = r(2, 3, 5, 6), r(2, 4, 5, 6)
+    session = wgnn.InferenceSession(model, providers=["numpy"])
+    got = session.run(None, {"x": x, "res": res})[0]
+    plain = make_model("Conv", [x, Const(w), Const(b)], {"pads": [1, 1, 1, 1]})
+    conv = wgnn.InferenceSession(plain.SerializeToString(), providers=["numpy"]).run(None, {"in0": x})[0]
+    np.testing.assert_allclose(got, np.maximum(conv + res, 0), rtol=1e-5, atol=1e-6)
+    assert session.report()["flops"] == 2 * (2 * 4 * 5 * 6) * (3 * 3 * 3) + 2 * 4 * 5 * 6  # MACs, then the add
+
+
+@pytest.mark.parametrize("r_shape", [(1, 4, 5, 6), (2, 4, 1, 1), (2, 4, 5, 7)])
+def test_conv_residual_must_have_the_output_shape(r_shape):
+    model, _, _ = residual_conv_model(r_shape)
+    with pytest.raises(wgnn.ShapeError, match="residual must be float32 of the output's shape"):
+        wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"x": r(2, 3, 5, 6), "res": r(*r_shape)})
+
+
 # -------------------------------------------------------------------------------- ConvTranspose
 def test_conv_transpose_basic():
     check_ort("ConvTranspose", [r(2, 5, 4, 3), Const(r(5, 3, 3, 3)), Const(r(3))])

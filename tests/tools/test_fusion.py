@@ -178,3 +178,45 @@ def test_bias_add_not_folded():
           ["MatMul", "Binary"])
     check(build([matmul, add], {"x": [4, 3], "w": [3, 5]}, ["out"], {"bias": r(5)}),
           {"x": r(4, 3), "w": r(3, 5)}, ["MatMul", "Binary"])
+
+
+# ------------------------------------------------------------------------- residual Add -> Conv
+def test_residual_add_folds_into_conv_before_relu():
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["y", "r"], ["s"]), helper.make_node("Relu", ["s"], ["out"])]
+    model = build(nodes, {"x": [2, 5, 6, 7], "r": [2, 4, 6, 7]}, ["out"], {"w": r(4, 5, 3, 3), "b": r(4)})
+    node = check(model, {"x": r(2, 5, 6, 7), "r": r(2, 4, 6, 7)}, ["Conv"]).nodes[0]
+    assert node.inputs[3] == "r" and node.attrs["activation"] == "relu" and node.outputs == ["out"]
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_residual_from_a_parallel_branch_with_a_symbolic_batch(swap):
+    """ResNet's projection shortcut: Add(Conv3x3(...), Conv1x1(x)). One conv takes the other's output
+    as its residual and moves after it; shapes are proved equal for any batch N."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["ra"]),
+             helper.make_node("Conv", ["ra", "w2", "b2"], ["main"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "ws"], ["short"]),
+             helper.make_node("Add", ["short", "main"] if swap else ["main", "short"], ["out"])]
+    inits = {"w1": r(6, 3, 1, 1), "w2": r(5, 6, 3, 3), "b2": r(5), "ws": r(5, 3, 1, 1)}
+    graph = check(build(nodes, {"x": ["N", 3, 5, 4]}, ["out"], inits), {"x": r(2, 3, 5, 4)}, ["Conv"] * 3)
+    fused = graph.nodes[-1]
+    assert fused.outputs == ["out"] and fused.inputs[3] == ("main" if swap else "short")
+
+
+def test_residual_add_not_folded():
+    conv = helper.make_node("Conv", ["x", "w"], ["y"])
+    add = helper.make_node("Add", ["y", "r"], ["out"])
+    inits = {"w": r(4, 3, 1, 1)}
+    x = r(2, 3, 5, 5)
+    # the residual broadcasts (per channel, or along the batch), or its shape is unknown or another size
+    for r_shape in ([1, 4, 1, 1], [1, 4, 5, 5], ["M", 4, 5, 5], None):
+        feed = r(*(1 if isinstance(d, str) else d for d in r_shape)) if r_shape else r(2, 4, 5, 5)
+        model = build([conv, add], {"x": ["N", 3, 5, 5], "r": r_shape}, ["out"], inits)
+        check(model, {"x": x, "r": feed}, ["Conv", "Binary"])
+    # the conv output is also a graph output
+    model = build([conv, add], {"x": [2, 3, 5, 5], "r": [2, 4, 5, 5]}, ["out", "y"], inits)
+    check(model, {"x": x, "r": r(2, 4, 5, 5)}, ["Conv", "Binary"])
+    # an activation between Conv and Add (it fuses into the Conv; the Add stays)
+    nodes = [conv, helper.make_node("Relu", ["y"], ["ry"]), helper.make_node("Add", ["ry", "r"], ["out"])]
+    model = build(nodes, {"x": [2, 3, 5, 5], "r": [2, 4, 5, 5]}, ["out"], inits)
+    check(model, {"x": x, "r": r(2, 4, 5, 5)}, ["Conv", "Binary"])

@@ -3,6 +3,9 @@
 - fold_batchnorm_into_conv: Conv -> BatchNorm with constant parameters becomes one Conv with
   rescaled weights and a new bias.
 - fold_bias_add_into_matmul: MatMul -> Add(constant vector) becomes MatMul with a bias input.
+- fold_residual_add: Add(Conv(x), r), r of the conv output's shape, becomes Conv(x, w, b, r): the
+  residual is added in the conv's epilogue (before a fused activation, so a following Relu fuses
+  next, giving act(conv + bias + r)).
 - fuse_activations: Conv / ConvTranspose / MatMul -> Unary(relu, clip, ...) becomes the producer
   with a fused `activation` attribute (applied in its epilogue, after the bias).
 
@@ -11,13 +14,14 @@ output, so no other node can observe the difference.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
 
 from ...engine.graph import Graph, Node
 from ...engine.ops import load_ops
-from ...engine.ops.base import get_op
+from ...engine.ops.base import OPS, InferContext, TensorSpec, get_op
 
 log = logging.getLogger("wgnn.convert")
 
@@ -76,7 +80,7 @@ def fold_batchnorm_into_conv(graph: Graph) -> None:
         if bn.op_type != "BatchNorm":
             continue
         conv = rw.producer(bn.inputs[0], ("Conv",))
-        if conv is None or conv.attrs.get("activation") or not rw.sole_reader(bn.inputs[0], bn):
+        if conv is None or conv.attrs.get("activation") or conv.input(3) or not rw.sole_reader(bn.inputs[0], bn):
             continue
         weight = graph.initializers.get(conv.inputs[1])
         bias_name = conv.input(2)
@@ -136,6 +140,89 @@ def fold_bias_add_into_matmul(graph: Graph) -> None:
     rw.finish("fold_bias_add_into_matmul")
 
 
+# Sizes the symbolic dims take in the shape probes of fold_residual_add: two bindings, so that
+# shapes equal under both are equal as expressions of the dims, short of a contrived coincidence.
+PROBE_BINDINGS = (1009, 1361)
+PROBE_FOLD_ELEMENTS = 1 << 16  # shape computations evaluated in the probe (as at resize)
+
+
+def probe_shapes(graph: Graph, base: int) -> dict[str, TensorSpec]:
+    """Every tensor's spec that shape inference reaches with the graph inputs' symbolic (or
+    unknown) dims bound to distinct sizes from `base` on; tensors it cannot reach are absent."""
+    from ...backends import load_backends
+    from ...backends.base import Step
+    from ...backends.numpy.kernel import evaluate
+
+    load_backends()
+    specs: dict[str, TensorSpec] = {}
+    symbols: dict[str, int] = {}
+    for info in graph.inputs:
+        if info.shape is None:
+            continue
+        dims = []
+        for d in info.shape:
+            if isinstance(d, int) and d >= 0:
+                dims.append(d)
+            else:  # a named dim keeps one size across inputs, an unnamed one gets its own
+                key = d if isinstance(d, str) and d else f"#{len(symbols)}"
+                dims.append(symbols.setdefault(key, base + 2 * len(symbols)))
+        specs[info.name] = TensorSpec(tuple(dims), info.dtype or "float32")
+    values: dict[str, np.ndarray] = dict(graph.initializers)
+    specs.update({name: TensorSpec(tuple(v.shape), v.dtype.name) for name, v in values.items()})
+    for node in graph.nodes:
+        op = OPS.get(node.op_type)
+        in_specs = [specs.get(n) if n else None for n in node.inputs]
+        if op is None or any(n and s is None for n, s in zip(node.inputs, in_specs)):
+            continue
+        in_values = [values.get(n) if n else None for n in node.inputs]
+        attrs = op.resolve_attrs(node)
+        # A probe, not a check: a node that cannot be inferred here (e.g. a Reshape to fixed sizes
+        # that only fit the real dims) leaves its outputs unknown, so nothing past it is fused.
+        try:
+            outs = op.infer(InferContext(node, attrs, in_specs, in_values))
+        except Exception:
+            continue
+        known = all(v is not None for n, v in zip(node.inputs, in_values) if n)
+        if op.shape_only or (known and sum(o.size for o in outs) <= PROBE_FOLD_ELEMENTS):
+            step = Step(node, op, attrs, list(node.inputs), list(node.outputs), in_specs, outs, in_values)
+            with contextlib.suppress(Exception):
+                values.update((name, v) for name, v in zip(node.outputs, evaluate(step, in_values)) if name)
+        specs.update((name, spec) for name, spec in zip(node.outputs, outs) if name)
+    return specs
+
+
+def fold_residual_add(graph: Graph) -> None:
+    """Add(Conv(x, w, b), r) -> Conv(x, w, b, r) where r has the conv output's shape and dtype under
+    every probe binding of the symbolic dims (no broadcasting: the kernels add element by element)
+    and the Conv has no activation yet. The Conv moves to the Add's place in the node order, after
+    r's producer."""
+    rw = _Rewriter(graph)
+    probes = None
+    moved: dict[int, Node] = {}  # id(Add) -> the Conv that replaces it
+    for add in graph.nodes:
+        if add.op_type != "Binary" or add.attrs.get("kind") != "add" or len(add.inputs) != 2:
+            continue
+        for conv_index in (0, 1):
+            name, other = add.inputs[conv_index], add.inputs[1 - conv_index]
+            conv = rw.producer(name, ("Conv",))
+            if (conv is None or conv.attrs.get("activation") or conv.input(3) or other == name
+                    or not rw.sole_reader(name, add)):
+                continue
+            if probes is None:
+                probes = [probe_shapes(graph, base) for base in PROBE_BINDINGS]
+            pairs = [(p.get(name), p.get(other)) for p in probes]
+            if not all(a is not None and a == b for a, b in pairs):
+                continue
+            conv.inputs = [conv.input(0), conv.input(1), conv.input(2), other]
+            rw.absorb(conv, add)
+            moved[id(add)] = conv
+            break
+    if moved:
+        convs = {id(conv) for conv in moved.values()}
+        graph.nodes = [moved.get(id(n), n) for n in graph.nodes if id(n) not in convs]
+    rw.finish("fold_residual_add")
+
+
 def fuse_activations(graph: Graph) -> None:
     rw = _Rewriter(graph)
     for act in graph.nodes:
@@ -150,6 +237,6 @@ def fuse_activations(graph: Graph) -> None:
     rw.finish("fuse_activations")
 
 
-# In order: BatchNorm folding and bias folding must see the bare producer, before an activation
-# is fused into it (the activation comes after bias and normalization).
-FUSION_PASSES = (fold_batchnorm_into_conv, fold_bias_add_into_matmul, fuse_activations)
+# In order: BatchNorm folding, bias folding and the residual Add must see the bare producer, before
+# an activation is fused into it (the activation comes after bias, normalization and residual).
+FUSION_PASSES = (fold_batchnorm_into_conv, fold_bias_add_into_matmul, fold_residual_add, fuse_activations)

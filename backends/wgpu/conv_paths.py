@@ -1,0 +1,402 @@
+"""Conv 2-D on NC4HW4 feature maps: the paths and the cost model that picks one per conv shape.
+
+Paths (all with bias, residual and fused activation in the epilogue):
+- "direct": runs every NC4HW4 conv. Kernels: one output slice (4 channels) x 8 pixels along W
+  per invocation (conv_nc4hw4.wgsl; conv_slide_nc4hw4.wgsl where the W stride equals the W
+  dilation) or, for one group, 4 output slices x 8 pixels (conv4_nc4hw4.wgsl: half the loads per
+  FMA, for output channels padded to 16); depthwise convs by 4 x 4 pixel blocks
+  (depthwise3x3_nc4hw4.wgsl, 3x3 stride 1) or row segments (depthwise_nc4hw4.wgsl). Weights are
+  repacked once as 4x4 matrices per input slice and tap.
+- "gemm1x1": 1x1, stride 1, no padding, one group: a GEMM over pixels x channels, 4 output slices
+  x 16 pixels per invocation (gemm1x1_nc4hw4.wgsl).
+- "winograd2" / "winograd4": 3x3, stride 1, dilation 1, one group: Winograd F(2,3) / F(4,3) in
+  three dispatches (conv_winograd.py).
+
+The cost model (in the spirit of MNN's bestWinogradUnit, which weighs memory traffic over
+multiplies) counts for every kernel of a candidate its invocations x (vec4 loads, vec4 stores,
+vec4 FMAs) and weighs them with per-adapter costs, plus a cost per dispatch: on lavapipe a vec4
+load is a gather costing ~7 FMAs, a dispatch ~76 us, and a kernel's work spreads over at most as
+many cores as it has workgroups. The cheapest candidate (and direct kernel) runs; at a resize a
+conv keeps the path it ran before unless another is estimated STICKY times cheaper.
+WGNN_CONV_PATH=direct|gemm1x1|winograd|winograd2|winograd4|auto forces a path for testing and
+benchmarking where the conv allows it (elsewhere the cost model picks among the paths that can
+run; "winograd" lets it pick the unit). The pipelines of every candidate are compiled at prepare,
+so a resize that changes a path compiles nothing.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ...engine.errors import WgnnError
+from ..base import Step
+from .conv import ceil_div, infer_context, pack_channels, pack_conv_weights, pack_depthwise_weights
+from .conv_winograd import SLICE_BLOCK, TILE_BLOCK, pack_quads, prepare_winograd, winograd_geometry
+
+PATH_ENV = "WGNN_CONV_PATH"
+# A resize keeps a conv's path (and direct kernel) while its estimate is within this factor of the
+# best one's: switching repacks the weights into another buffer, for a gain within the model's error.
+STICKY = 1.5
+PATH_CHOICES = ("auto", "direct", "gemm1x1", "winograd", "winograd2", "winograd4")
+NC4HW4_PIXELS = 8  # output pixels along W per invocation of the direct kernels
+DW_SEGMENT = 16  # output pixels per invocation of depthwise_nc4hw4.wgsl (4 at a time; 4 to 32 measured alike)
+
+
+@dataclass(frozen=True)
+class CostWeights:
+    """Microseconds per dispatch; nanoseconds of one worker per invocation-level operation, with
+    `workers` of them sharing the invocations."""
+
+    dispatch_us: float
+    invocation_ns: float  # index arithmetic, epilogue set-up
+    load_ns: float  # one vec4 load (storage buffer or texture)
+    store_ns: float  # one vec4 store
+    fma_ns: float  # one vec4 FMA (a 4x4 matrix x vec4 is 4)
+    workers: int = 1
+
+
+# lavapipe / llvmpipe (CPU adapters): a least-squares fit of 53 kernel timings (process CPU time of
+# every conv kernel on 11 conv shapes, among them tools/bench_conv.py's; median error 7%, F(4,3)'s
+# output transform and the 3x3 depthwise kernel up to 30% under). A dispatch costs ~76 us of wall
+# time (FACTS.md); the invocations spread over one worker thread per core.
+CPU_WEIGHTS = CostWeights(dispatch_us=76.0, invocation_ns=17.0, load_ns=2.5, store_ns=5.2, fma_ns=0.36)
+# Real GPUs: memory traffic still dominates but loads mostly hit caches and dispatches are cheap;
+# an estimate, not a measurement (no such adapter here).
+GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, store_ns=0.003, fma_ns=0.0004)
+
+
+def adapter_weights(context) -> CostWeights:
+    if context.info.adapter_type != "CPU":
+        return GPU_WEIGHTS
+    return replace(CPU_WEIGHTS, workers=max(1, os.cpu_count() or 1))
+
+
+@dataclass
+class KernelCost:
+    invocations: int
+    loads: float  # per invocation, vec4s
+    stores: float
+    fmas: float
+
+    def ns(self, w: CostWeights) -> float:
+        return self.invocations * (w.invocation_ns + self.loads * w.load_ns + self.stores * w.store_ns
+                                   + self.fmas * w.fma_ns)
+
+
+def geometry(step: Step) -> dict:
+    """Resolved 2-D conv geometry of a step."""
+    from ...engine.ops.conv import resolve_pads, spatial_list
+
+    ctx = infer_context(step)
+    x, w = step.input_specs[0].shape, step.input_specs[1].shape
+    strides = spatial_list(ctx, "strides", 2, 1)
+    dilations = spatial_list(ctx, "dilations", 2, 1)
+    begin, end = resolve_pads(ctx, x[2:], w[2:], strides, dilations)
+    return {"strides": strides, "dilations": dilations, "begin": begin, "end": end,
+            "kernel": list(w[2:]), "group": step.attrs["group"]}
+
+
+def dw3x3(geo: dict) -> bool:
+    """Whether a depthwise conv can run depthwise3x3_nc4hw4.wgsl."""
+    return geo["kernel"] == [3, 3] and geo["strides"] == [1, 1] and geo["dilations"] == [1, 1]
+
+
+def candidates(step: Step, kind: str) -> list[str]:
+    """The paths that can run this NC4HW4 conv (kind from conv.nc4hw4_conv_kind)."""
+    if kind != "conv":
+        return ["direct"]
+    geo = geometry(step)
+    paths = ["direct"]
+    unpadded = not any(geo["begin"] + geo["end"])
+    if geo["group"] == 1 and geo["kernel"] == [1, 1] and geo["strides"] == [1, 1] and unpadded:
+        paths.append("gemm1x1")
+    if geo["group"] == 1 and geo["kernel"] == [3, 3] and geo["strides"] == [1, 1] and geo["dilations"] == [1, 1]:
+        paths += ["winograd2", "winograd4"]
+    return paths
+
+
+def path_costs(step: Step, kind: str, weights: CostWeights) -> dict[str, list[KernelCost]]:
+    """Per candidate path, its kernels' costs (one entry per dispatch; the direct path's cheapest
+    kernel under `weights`)."""
+    x, y = step.input_specs[0].shape, step.output_specs[0].shape
+    n, cout, oh, ow = y
+    c4in, c4out = ceil_div(x[1], 4), ceil_div(cout, 4)
+    residual = int(has_residual(step))
+    geo = geometry(step)
+    costs: dict[str, list[KernelCost]] = {}
+    for path in candidates(step, kind):
+        if path == "direct":
+            variants = direct_variants(step, kind, geo)
+            costs[path] = [variants[cheapest(variants, weights)]]
+        elif path == "gemm1x1":
+            inv = n * ceil_div(cout, 4 * SLICE_BLOCK) * ceil_div(oh * ow, TILE_BLOCK)
+            block = TILE_BLOCK * SLICE_BLOCK
+            costs[path] = [KernelCost(inv, c4in * (TILE_BLOCK + 4 * SLICE_BLOCK) + block * residual, block,
+                                      c4in * block * 4)]
+        else:
+            unit = int(path[-1])
+            g = winograd_geometry(unit, y)
+            a2 = g["alpha"] ** 2
+            # Transform arithmetic: about alpha + 2 vec4 adds per 1-D transform of alpha values.
+            transform = 2 * g["alpha"] * (g["alpha"] + 2)
+            costs[path] = [
+                KernelCost(n * c4in * g["th"] * g["tw"], a2, a2, transform),
+                KernelCost(a2 * g["quads"] * g["padded"] // TILE_BLOCK, c4in * (TILE_BLOCK + 4 * SLICE_BLOCK),
+                           TILE_BLOCK * SLICE_BLOCK, c4in * TILE_BLOCK * SLICE_BLOCK * 4),
+                KernelCost(n * c4out * g["th"] * g["tw"], a2 + unit * unit * residual, unit * unit, transform),
+            ]
+    return costs
+
+
+def direct_variants(step: Step, kind: str, geo: dict) -> dict[str, KernelCost]:
+    """The kernels that can run the direct path of this conv, with their costs."""
+    x, y = step.input_specs[0].shape, step.output_specs[0].shape
+    n, cout, oh, ow = y
+    c4out = ceil_div(cout, 4)
+    residual = int(has_residual(step))
+    kh, kw = geo["kernel"]
+    if kind == "depthwise":
+        # Row segments: per 4 pixels and kernel row, 4 + kw input loads (sliding) and kw weight loads.
+        groups = DW_SEGMENT // 4
+        loads = groups * (kh * (4 + 2 * kw) + 4 * residual)
+        inv = n * c4out * oh * ceil_div(ow, DW_SEGMENT)
+        variants = {"conv/depthwise_nc4hw4.wgsl": KernelCost(inv, loads, DW_SEGMENT, groups * kh * kw * 4)}
+        if dw3x3(geo):
+            inv = n * c4out * ceil_div(oh, 4) * ceil_div(ow, 4)
+            variants["conv/depthwise3x3_nc4hw4.wgsl"] = KernelCost(inv, 36 + 9 + 16 * residual, 16, 16 * 9)
+        return variants
+    px, taps = NC4HW4_PIXELS, kh * kw
+    cg4 = ceil_div(x[1] // geo["group"], 4)
+    slide = kw > 1 and geo["strides"][1] == geo["dilations"][1]
+    x_loads = kh * cg4 * (px + kw - 1) if slide else taps * cg4 * px
+    name = "conv/conv_slide_nc4hw4.wgsl" if slide else "conv/conv_nc4hw4.wgsl"
+    variants = {name: KernelCost(n * c4out * oh * ceil_div(ow, px), x_loads + taps * cg4 * 4 + px * residual, px,
+                                 taps * cg4 * px * 4)}
+    if geo["group"] == 1:
+        quads = ceil_div(cout, 4 * SLICE_BLOCK)
+        block = px * SLICE_BLOCK
+        variants["conv/conv4_nc4hw4.wgsl"] = KernelCost(
+            n * quads * oh * ceil_div(ow, px), taps * cg4 * (px + 4 * SLICE_BLOCK) + block * residual, block,
+            taps * cg4 * block * 4)
+    return variants
+
+
+def cheapest(variants: dict[str, KernelCost], weights: CostWeights) -> str:
+    return min(variants, key=lambda name: (estimate_us([variants[name]], weights), name))
+
+
+def estimate_us(kernels: list[KernelCost], weights: CostWeights) -> float:
+    """Dispatch overheads plus each kernel's work spread over the workers its workgroups can keep
+    busy (a small conv's few workgroups leave cores idle)."""
+    from .backend import WORKGROUP
+
+    busy = [max(1, min(weights.workers, ceil_div(k.invocations, WORKGROUP))) for k in kernels]
+    return sum(weights.dispatch_us + k.ns(weights) / 1e3 / b for k, b in zip(kernels, busy, strict=True))
+
+
+def choose_path(step: Step, kind: str, weights: CostWeights, forced: str | None = None,
+                previous: frozenset[str] = frozenset()) -> tuple[str, dict]:
+    """(path, estimated microseconds per candidate): the forced path where it can run, else the
+    cheapest candidate ("winograd" forces whichever Winograd unit is cheaper), unless a path this
+    conv ran before (`previous`) is within STICKY of it."""
+    estimates = {path: estimate_us(k, weights) for path, k in path_costs(step, kind, weights).items()}
+    allowed = [p for p in estimates if forced in (None, "auto") or p == forced
+               or (forced == "winograd" and p.startswith("winograd"))]
+    return keep_or_best({p: estimates[p] for p in allowed or estimates}, previous), estimates
+
+
+def keep_or_best(estimates: dict[str, float], previous) -> str:
+    best = min(estimates, key=lambda p: (estimates[p], p))
+    kept = [p for p in estimates if p in previous and estimates[p] <= STICKY * estimates[best]]
+    return kept[0] if kept else best
+
+
+def weights_key(path: str, kernel: str = "") -> str:
+    """The packed_constant key of a path's (or direct kernel's) repacked weights."""
+    if path == "direct":
+        return "weights" + kernel[kernel.index("/"):]
+    return "gemm_weights" if path == "gemm1x1" else f"{path}_weights"
+
+
+def packed_before(ex, key: str) -> bool:
+    """Whether this conv's weights were repacked under `key` at an earlier resize."""
+    return f"{ex.step.node.name}/{key}" in getattr(ex.backend, "packed", {})
+
+
+def forced_path() -> str | None:
+    value = os.environ.get(PATH_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value not in PATH_CHOICES:
+        raise WgnnError(f"{PATH_ENV}={value!r}: expected one of {', '.join(PATH_CHOICES)}")
+    return value
+
+
+# ----------------------------------------------------------------------------- shared pieces
+def has_residual(step: Step) -> bool:
+    return len(step.inputs) > 3 and bool(step.inputs[3])
+
+
+def residual_tensor(step: Step) -> str:
+    """The residual to bind, or (never read then) the conv input, which every dispatch may read."""
+    return step.inputs[3] if has_residual(step) else step.inputs[0]
+
+
+def has_bias(step: Step) -> bool:
+    return len(step.inputs) > 2 and bool(step.inputs[2])
+
+
+def bias_tensor(ex, fallback: str) -> str:
+    """The bias as whole vec4 slices (or `fallback`, never read, when there is none)."""
+    if not has_bias(ex.step):
+        return fallback
+    return ex.packed_constant("bias", ex.step.input_values[2], pack_channels)
+
+
+def epilogue_params(step: Step) -> list:
+    """Params slots 12..30 shared by the NC4HW4 conv kernels: has bias, alpha, beta, has residual,
+    then the accessor dims of x (16..20), y (21..25) and the residual (26..30)."""
+    from .layout import accessor_params
+
+    r = step.input_specs[3] if has_residual(step) else step.input_specs[0]
+    return [int(has_bias(step)), float(step.attrs["activation_alpha"]), float(step.attrs["activation_beta"]),
+            int(has_residual(step)), *accessor_params(step.input_specs[0]), *accessor_params(step.output_specs[0]),
+            *accessor_params(r)]
+
+
+def feature_text(ex, **bindings: int) -> dict[str, str]:
+    """DECL_X / DECL_Y / DECL_R for the given bindings (x at slot 16, y at 21, r at 26) and ACT."""
+    from .conv import activation
+    from .elementwise import feature_map_text
+
+    step = ex.step
+    tensors = {"x": (step.inputs[0], 16, False), "y": (step.outputs[0], 21, True),
+               "r": (residual_tensor(step), 26, False)}
+    text = feature_map_text(ex, {var: (tensors[var][0], binding, tensors[var][1], tensors[var][2])
+                                 for var, binding in bindings.items()})
+    text["ACT"] = activation(step)[0]
+    return text
+
+
+_SCRATCH_TOKENS: dict[int, np.ndarray] = {}
+
+
+def scratch(ex, key: str, vec4s: int) -> str:
+    """A GPU buffer of vec4s for intermediate results of one op (kept per node across resizes of
+    the same size). Its contents never outlive the op's dispatches."""
+    token = _SCRATCH_TOKENS.setdefault(vec4s, np.array([vec4s]))
+    return ex.packed_constant(key, token, lambda t: np.zeros(int(t[0]) * 4, np.float32))
+
+
+# ----------------------------------------------------------------------------- prepare
+def prepare_nc4hw4(ex, kind: str) -> str:
+    """Dispatches of an NC4HW4 Conv (kind "conv" or "depthwise"); returns the path taken. The
+    pipelines of the other candidate paths are compiled too: a resize may pick another path and
+    must compile nothing."""
+    step = ex.step
+    geo, epilogue = geometry(step), epilogue_params(step)
+    previous = frozenset(p for p in candidates(step, kind) if any(
+        packed_before(ex, weights_key(p, k)) for k in (direct_variants(step, kind, geo) if p == "direct" else [""])))
+    path, estimates = choose_path(step, kind, adapter_weights(ex.backend.context), forced_path(), previous)
+    prepare_path(ex, path, kind, geo, epilogue)
+    warmer = _PipelineWarmer(ex)
+    for other in estimates:
+        if other == "direct":
+            for kernel in direct_variants(step, kind, geo):
+                prepare_direct(warmer, kind, geo, epilogue, kernel)
+        elif other != path:
+            prepare_path(warmer, other, kind, geo, epilogue)
+    return path
+
+
+def prepare_path(ex, path: str, kind: str, geo: dict, epilogue: list) -> None:
+    if path.startswith("winograd"):
+        prepare_winograd(ex, int(path[-1]), geo["begin"], epilogue)
+    elif path == "gemm1x1":
+        prepare_gemm1x1(ex, epilogue)
+    else:
+        prepare_direct(ex, kind, geo, epilogue)
+
+
+class _PipelineWarmer:
+    """Stands in for an execution in the prepare functions: dispatch() only compiles (or finds) the
+    pipeline, and constants and scratch buffers are named, not made."""
+
+    def __init__(self, ex):
+        self.step, self.backend = ex.step, ex.backend
+
+    def packed_constant(self, key: str, source, pack) -> str:
+        return f"{self.step.node.name}/{key}"
+
+    def dispatch(self, path: str, tensors: list[str], params: list, invocations: int, *,
+                 text: dict | None = None) -> None:
+        from .backend import WORKGROUP
+        from .loader import UNIFORM
+
+        written = set(self.step.outputs)
+        bindings = tuple([self.backend.binding_kind(name, name in written) for name in tensors] + [UNIFORM])
+        self.backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP})
+
+
+def prepare_gemm1x1(ex, epilogue: list) -> None:
+    step = ex.step
+    x, y = step.input_specs[0].shape, step.output_specs[0].shape
+    blocks, quads, c4in = ceil_div(y[2] * y[3], TILE_BLOCK), ceil_div(y[1], 4 * SLICE_BLOCK), ceil_div(x[1], 4)
+    weights = ex.packed_constant("gemm_weights", step.input_values[1],
+                                 lambda w: pack_quads(w.reshape(1, w.shape[0], w.shape[1])))
+    count = y[0] * quads * blocks
+    params = [count, blocks, quads, c4in] + [0] * 8 + epilogue
+    tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
+    ex.dispatch("conv/gemm1x1_nc4hw4.wgsl", tensors, params, count, text=feature_text(ex, x=0, y=3, r=4))
+
+
+def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None = None) -> None:
+    """The direct path through `kernel` (a key of direct_variants), by default the cheapest."""
+    step = ex.step
+    x, y = step.input_specs[0].shape, step.output_specs[0].shape
+    n, cout, oh, ow = y
+    if kernel is None:
+        variants = direct_variants(step, kind, geo)
+        weights = adapter_weights(ex.backend.context)
+        kernel = cheapest(variants, weights)
+        limit = STICKY * estimate_us([variants[kernel]], weights)
+        kernel = next((k for k in variants if packed_before(ex, weights_key("direct", k))
+                       and estimate_us([variants[k]], weights) <= limit), kernel)
+    c4in, c4out = ceil_div(x[1], 4), ceil_div(cout, 4)
+    rest = [*geo["kernel"], *geo["strides"], *geo["dilations"], *geo["begin"]]  # slots 4..11
+    if kernel == "conv/depthwise3x3_nc4hw4.wgsl":
+        blocks = (ceil_div(ow, 4), ceil_div(oh, 4))
+        count, pack, head = n * c4out * blocks[0] * blocks[1], pack_depthwise_weights, [*blocks, 0]
+    elif kernel == "conv/depthwise_nc4hw4.wgsl":
+        blocks = ceil_div(ow, DW_SEGMENT)
+        count, pack, head = n * c4out * oh * blocks, pack_depthwise_weights, [blocks, DW_SEGMENT, 0]
+    elif kernel == "conv/conv4_nc4hw4.wgsl":
+        blocks, quads = ceil_div(ow, NC4HW4_PIXELS), ceil_div(cout, 4 * SLICE_BLOCK)
+        taps = geo["kernel"][0] * geo["kernel"][1]
+        count, head = n * quads * oh * blocks, [blocks, quads, c4in]
+
+        def pack(w: np.ndarray) -> np.ndarray:  # one (C_out, C_in) matrix per tap
+            return pack_quads(w.reshape(*w.shape[:2], taps).transpose(2, 0, 1))
+    else:
+        blocks = ceil_div(ow, NC4HW4_PIXELS)
+        # One group: every output slice reads all input slices (slice index / slices = group 0).
+        group = geo["group"]
+        slices = (c4out, c4in) if group == 1 else (cout // group // 4, x[1] // group // 4)
+        count, pack, head = n * c4out * oh * blocks, pack_conv_weights, [blocks, *slices]
+    weights = ex.packed_constant(weights_key("direct", kernel), step.input_values[1], pack)
+    tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
+    ex.dispatch(kernel, tensors, [count, *head, *rest] + epilogue, count, text=feature_text(ex, x=0, y=3, r=4))
+
+
+def loop_iterations(step: Step, kind: str) -> int:
+    """Upper bound of the loop iterations of an invocation over the paths this conv may take."""
+    _, _, kh, kw = step.input_specs[1].shape
+    if kind == "depthwise":
+        return DW_SEGMENT // 4 * (kh * (kw + 1) + 1) + 8
+    slices = ceil_div(step.input_specs[0].shape[1] // step.attrs["group"], 4)
+    # The gather kernel loops taps around slices, the sliding one slices around W taps; the GEMMs
+    # loop over input slices once.
+    return max(kh * (max(kw * (slices + 1), slices * (kw + 1)) + 1) + 8, slices + 8, math.prod((kh, kw)))

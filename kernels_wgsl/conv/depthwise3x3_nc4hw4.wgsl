@@ -1,0 +1,110 @@
+// Depthwise 3x3 Conv, stride 1, dilation 1 (group = C_in = C_out) on NC4HW4 feature maps, optional
+// bias and residual, fused activation {{ACT}} per lane. Each invocation computes one slice (4
+// channels) over a block of 4 x 4 output pixels: it loads the block's 6 x 6 input pixels once,
+// each input row serving up to 3 output rows, and the 9 weights once (2.8 loads per output pixel;
+// the row-segment kernel depthwise_nc4hw4.wgsl needs 7.5). Weights as for that kernel:
+// [c4][ky][kx] -> vec4 over the slice's channels.
+// params: 0 = invocations, 1 = column blocks (of 4), 2 = row blocks (of 4), 10..11 = pads (top,
+// left), 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 15 = has residual, 16..20 x dims,
+// 21..25 y dims, 26..30 r dims (N, C4, H, W, C).
+{{DECL_X}}
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
+{{DECL_Y}}
+{{DECL_R}}
+@group(0) @binding(5) var<uniform> params: Params;
+override WG: u32 = 64u;
+
+fn act(v: f32, alpha: f32, beta: f32) -> f32 {
+    return {{ACT}};
+}
+
+// Input pixel (n, c4, iy, ix), or zeros in the padding.
+fn tap(n: i32, c4: i32, iy: i32, ix: i32) -> vec4<f32> {
+    let inside = iy >= 0 && iy < p(18u) && ix >= 0 && ix < p(19u);
+    return select(vec4<f32>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(ix, 0, p(19u) - 1)), inside);
+}
+
+// The 6 input pixels of a block row.
+fn row(n: i32, c4: i32, iy: i32, ix: i32) -> array<vec4<f32>, 6> {
+    return array<vec4<f32>, 6>(tap(n, c4, iy, ix), tap(n, c4, iy, ix + 1), tap(n, c4, iy, ix + 2),
+                               tap(n, c4, iy, ix + 3), tap(n, c4, iy, ix + 4), tap(n, c4, iy, ix + 5));
+}
+
+// acc (4 output pixels of a row) plus one kernel row k applied to input row x.
+fn mac(acc: array<vec4<f32>, 4>, x: array<vec4<f32>, 6>, k: array<vec4<f32>, 3>) -> array<vec4<f32>, 4> {
+    return array<vec4<f32>, 4>(acc[0] + k[0] * x[0] + k[1] * x[1] + k[2] * x[2],
+                               acc[1] + k[0] * x[1] + k[1] * x[2] + k[2] * x[3],
+                               acc[2] + k[0] * x[2] + k[1] * x[3] + k[2] * x[4],
+                               acc[3] + k[0] * x[3] + k[1] * x[4] + k[2] * x[5]);
+}
+
+// Bias, residual, activation and store of output pixel (n, c4, oy, ox) when it is inside.
+fn put(n: i32, c4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
+    if (oy < p(23u) && ox < p(24u)) {
+        var v = acc + b;
+        if (p(15u) != 0) {
+            v += load_r(n, c4, oy, ox);
+        }
+        let alpha = pf(13u);
+        let beta = pf(14u);
+        store_y(n, c4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
+                                         act(v.w, alpha, beta)));
+    }
+}
+
+fn put_row(n: i32, c4: i32, oy: i32, ox: i32, acc: array<vec4<f32>, 4>, b: vec4<f32>) {
+    put(n, c4, oy, ox, acc[0], b);
+    put(n, c4, oy, ox + 1, acc[1], b);
+    put(n, c4, oy, ox + 2, acc[2], b);
+    put(n, c4, oy, ox + 3, acc[3], b);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let index = i32(linear_id(gid, nwg, WG));
+    if (index >= p(0u)) {
+        return;
+    }
+    let c4s = p(22u);
+    var rest = index;
+    let ox = (rest % p(1u)) * 4; rest /= p(1u);
+    let oy = (rest % p(2u)) * 4; rest /= p(2u);
+    let c4 = rest % c4s;
+    let n = rest / c4s;
+    let wi = c4 * 9;
+    let k0 = array<vec4<f32>, 3>(w[wi], w[wi + 1], w[wi + 2]);
+    let k1 = array<vec4<f32>, 3>(w[wi + 3], w[wi + 4], w[wi + 5]);
+    let k2 = array<vec4<f32>, 3>(w[wi + 6], w[wi + 7], w[wi + 8]);
+    let iy = oy - p(10u);
+    let ix = ox - p(11u);
+    let zero = vec4<f32>(0.0);
+    let none = array<vec4<f32>, 4>(zero, zero, zero, zero);
+    // Input row j feeds output row r with kernel row j - r.
+    let x0 = row(n, c4, iy, ix);
+    var a0 = mac(none, x0, k0);
+    let x1 = row(n, c4, iy + 1, ix);
+    a0 = mac(a0, x1, k1);
+    var a1 = mac(none, x1, k0);
+    let x2 = row(n, c4, iy + 2, ix);
+    a0 = mac(a0, x2, k2);
+    a1 = mac(a1, x2, k1);
+    var a2 = mac(none, x2, k0);
+    let x3 = row(n, c4, iy + 3, ix);
+    a1 = mac(a1, x3, k2);
+    a2 = mac(a2, x3, k1);
+    var a3 = mac(none, x3, k0);
+    let x4 = row(n, c4, iy + 4, ix);
+    a2 = mac(a2, x4, k2);
+    a3 = mac(a3, x4, k1);
+    let x5 = row(n, c4, iy + 5, ix);
+    a3 = mac(a3, x5, k2);
+    var b = zero;
+    if (p(12u) != 0) {
+        b = bias[c4];
+    }
+    put_row(n, c4, oy, ox, a0, b);
+    put_row(n, c4, oy + 1, ox, a1, b);
+    put_row(n, c4, oy + 2, ox, a2, b);
+    put_row(n, c4, oy + 3, ox, a3, b);
+}

@@ -1,0 +1,293 @@
+"""The NC4HW4 Conv paths (backends/wgpu/conv_paths.py: direct, gemm1x1, Winograd F(2,3) / F(4,3)),
+each forced in turn with WGNN_CONV_PATH, against onnxruntime on odd shapes (channels 3, 5, 7, 13,
+odd H/W, batch 2, pads, groups, dilations for the direct path), with bias, fused activations and a
+fused residual Add, on every GPU adapter and both NC4HW4 storages; the residual in the linear
+kernels; the cost model's choices; resizes that compile nothing."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from helpers import assert_close, gpu_adapters, gpu_fallbacks
+from onnx import TensorProto, helper, numpy_helper
+from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS, choose_path
+from wgnn.models.zoo import build, example_inputs
+
+import wgnn
+
+pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+ADAPTERS = [a["index"] for a in gpu_adapters()]
+rng = np.random.default_rng(3)
+# F(4,3)'s transforms scale values by up to 8 x 5: a few float32 ulps of the sums, not of each pixel.
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+ACTIVATIONS = {"relu": ("Relu", {}), "leaky_relu": ("LeakyRelu", {"alpha": 0.1}), "sigmoid": ("Sigmoid", {}),
+               "clip": ("Clip", {})}
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def conv_model(x_shape, w, bias=None, attrs=None, *, residual=None, act=None, weights_input=False):
+    """Conv [-> Add(residual input r of shape `residual`)] [-> activation], inputs x (and r, w),
+    output out."""
+    inits = {} if weights_input else {"w": w}
+    if bias is not None:
+        inits["b"] = bias
+    nodes = [helper.make_node("Conv", ["x", "w"] + (["b"] if bias is not None else []), ["c"], **(attrs or {}))]
+    last = "c"
+    if residual:
+        nodes.append(helper.make_node("Add", [last, "r"], ["s"]))
+        last = "s"
+    if act:
+        op, act_attrs = ACTIVATIONS[act]
+        extra = []
+        if op == "Clip":
+            inits.update(lo=np.array(-0.5, np.float32), hi=np.array(0.8, np.float32))
+            extra = ["lo", "hi"]
+        nodes.append(helper.make_node(op, [last, *extra], ["a"], **act_attrs))
+    nodes[-1].output[0] = "out"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))]
+    if weights_input:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+    if residual:
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, list(residual)))
+    graph = helper.make_graph(nodes, "conv", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def conv_executions(session) -> list:
+    return [ex for segment in session.session.segments for _, ex in segment.steps if type(ex).__name__ == "ConvGpu"]
+
+
+def check(model, feeds, *, path=None, storage="auto", precision="fp32", tol=None):
+    """Every adapter against onnxruntime; no fallback, one fused Conv step, and it took `path`."""
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for adapter in ADAPTERS:
+        config = wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter, storage=storage, precision=precision)
+        session = wgnn.InferenceSession(model, config=config)
+        got = session.run(None, feeds)[0]
+        assert not gpu_fallbacks(session)
+        convs = conv_executions(session)
+        assert len(convs) == 1 and len(session.session.steps) == 1, "activation / residual not fused"
+        if path:
+            assert convs[0].path == path
+        assert_close(got, want, what=f"conv on adapter {adapter} ({storage}, {precision})", **(tol or TOL))
+
+
+def output_shape(x, w, attrs, weights_input=False) -> tuple:
+    model = conv_model(x.shape, w, None, attrs, weights_input=weights_input)
+    feeds = {"x": x, **({"w": w} if weights_input else {})}
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0].shape
+
+
+def case(x_shape, cout, kernel, attrs=None, *, bias=True, residual=False, act=None, group=1):
+    """(model, feeds) of a Conv with random weights (and a residual input of the output's shape)."""
+    w = r(cout, x_shape[1] // group, *kernel)
+    x = r(*x_shape)
+    attrs = {"group": group, **(attrs or {})}
+    shape = output_shape(x, w, attrs) if residual else None
+    model = conv_model(x_shape, w, r(cout) if bias else None, attrs, residual=shape, act=act)
+    return model, {"x": x, **({"r": r(*shape)} if residual else {})}
+
+
+# ------------------------------------------------------------------------------- each path, forced
+WINOGRAD_CASES = [
+    ((2, 5, 7, 9), 7, {"pads": [1, 0, 2, 1]}, {}),
+    ((1, 13, 6, 5), 13, {"pads": [1, 1, 1, 1]}, {"residual": True, "act": "relu"}),
+    ((2, 3, 1, 2), 3, {"pads": [1, 1, 1, 1]}, {"act": "leaky_relu", "bias": False}),  # smaller than a tile
+    ((1, 7, 5, 11), 5, {"auto_pad": "SAME_UPPER"}, {"residual": True, "act": "clip", "bias": False}),
+    ((2, 4, 9, 6), 9, {}, {"act": "sigmoid"}),  # no padding
+]
+
+
+@pytest.mark.parametrize("unit", [2, 4])
+@pytest.mark.parametrize("x_shape, cout, attrs, options", WINOGRAD_CASES)
+def test_winograd(monkeypatch, unit, x_shape, cout, attrs, options):
+    monkeypatch.setenv("WGNN_CONV_PATH", f"winograd{unit}")
+    check(*case(x_shape, cout, (3, 3), attrs, **options), path=f"winograd{unit}")
+
+
+def test_winograd_lets_the_cost_model_pick_the_unit(monkeypatch):
+    monkeypatch.setenv("WGNN_CONV_PATH", "winograd")
+    model, feeds = case((1, 8, 12, 12), 8, (3, 3), {"pads": [1, 1, 1, 1]})
+    check(model, feeds)
+    session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0]))
+    session.run(None, feeds)
+    assert conv_executions(session)[0].path.startswith("winograd")
+
+
+GEMM_CASES = [
+    ((2, 7, 5, 3), 13, {}),  # 15 pixels: a partial block; 4 output slices
+    ((1, 3, 1, 1), 5, {"residual": True, "act": "relu"}),  # one pixel, a partial slice pair
+    ((1, 13, 4, 4), 3, {"bias": False}),  # one output slice of a pair
+    ((2, 5, 3, 3), 8, {"residual": True, "act": "sigmoid"}),
+]
+
+
+@pytest.mark.parametrize("x_shape, cout, options", GEMM_CASES)
+def test_gemm1x1(monkeypatch, x_shape, cout, options):
+    monkeypatch.setenv("WGNN_CONV_PATH", "gemm1x1")
+    check(*case(x_shape, cout, (1, 1), **options), path="gemm1x1")
+
+
+DIRECT_CASES = [
+    ((2, 5, 7, 9), 7, (3, 3), {"pads": [1, 0, 2, 1]}, {"residual": True, "act": "relu"}),
+    ((1, 13, 5, 6), 3, (1, 1), {}, {"residual": True}),
+    ((2, 8, 7, 5), 8, (3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, {"group": 2, "act": "clip"}),
+    ((1, 3, 9, 8), 5, (3, 2), {"strides": [2, 3], "dilations": [2, 1], "pads": [1, 2, 0, 1]}, {"bias": False}),
+    ((2, 13, 11, 19), 21, (3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {"residual": True, "act": "relu"}),
+    ((2, 5, 6, 7), 5, (3, 3), {"pads": [1, 1, 1, 1]}, {"group": 5, "residual": True, "act": "leaky_relu"}),
+    ((1, 7, 5, 9), 7, (3, 3), {"pads": [0, 1, 2, 0]}, {"group": 7, "bias": False}),  # 3x3 depthwise blocks
+    ((2, 6, 9, 7), 6, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, {"group": 6, "act": "relu"}),  # row segments
+]
+
+
+ONE_GROUP = [c for c in DIRECT_CASES if "group" not in c[4]]
+
+
+@pytest.mark.parametrize("x_shape, cout, kernel, attrs, options, quads",
+                         [(*c, False) for c in DIRECT_CASES] + [(*c, True) for c in ONE_GROUP])
+def test_direct(monkeypatch, x_shape, cout, kernel, attrs, options, quads):
+    """Each kernel of the direct path: the one-slice ones (or depthwise) and, for one group, the
+    4-slice conv4_nc4hw4.wgsl (the cost model's pick between them is overridden)."""
+    from wgnn.backends.wgpu import conv_paths
+
+    monkeypatch.setenv("WGNN_CONV_PATH", "direct")
+    chosen = conv_paths.cheapest
+    quad_kernel = "conv/conv4_nc4hw4.wgsl"
+
+    def pick(variants, weights):
+        others = {k: v for k, v in variants.items() if k != quad_kernel}
+        return quad_kernel if quads and quad_kernel in variants else chosen(others or variants, weights)
+
+    monkeypatch.setattr(conv_paths, "cheapest", pick)
+    model, feeds = case(x_shape, cout, kernel, attrs, **options)
+    check(model, feeds, path="direct")
+    session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0]))
+    session.run(None, feeds)
+    assert (conv_executions(session)[0].dispatches[0].kernel.path == quad_kernel) == quads
+
+
+def test_forced_path_that_cannot_run_leaves_the_choice_to_the_cost_model(monkeypatch):
+    monkeypatch.setenv("WGNN_CONV_PATH", "gemm1x1")  # a strided 3x3 conv has only the direct path
+    check(*case((1, 5, 7, 7), 6, (3, 3), {"strides": [2, 2]}), path="direct")
+
+
+@pytest.mark.parametrize("storage", ["texture", "buffer"])
+@pytest.mark.parametrize("path, kernel, group", [("direct", (3, 3), 1), ("direct", (3, 3), 6), ("gemm1x1", (1, 1), 1),
+                                                 ("winograd2", (3, 3), 1), ("winograd4", (3, 3), 1)])
+def test_paths_on_both_storages_and_fp16(monkeypatch, storage, path, kernel, group):
+    monkeypatch.setenv("WGNN_CONV_PATH", path)
+    attrs = {"pads": [1, 1, 1, 1]} if kernel == (3, 3) else {}
+    model, feeds = case((2, 6, 5, 7), 6 if group > 1 else 7, kernel, attrs, residual=True, act="relu", group=group)
+    check(model, feeds, path=path, storage=storage)
+    if storage == "texture":  # fp16 feature maps (16-bit textures), f32 arithmetic
+        check(model, feeds, path=path, storage=storage, precision="fp16", tol={"rtol": 1e-2, "atol": 2e-2})
+
+
+def test_invalid_path_name(monkeypatch):
+    monkeypatch.setenv("WGNN_CONV_PATH", "fft")
+    model, feeds = case((1, 4, 5, 5), 4, (3, 3), {"pads": [1, 1, 1, 1]})
+    with pytest.raises(wgnn.WgnnError, match="WGNN_CONV_PATH='fft'"):
+        wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0])).run(None, feeds)
+
+
+# --------------------------------------------------------------------------- residual, linear kernels
+@pytest.mark.parametrize("x_shape, w_shape, attrs, weights_input", [
+    ((2, 5, 11), (7, 5, 3), {"pads": [1, 1]}, False),  # 1-D: conv_slide.wgsl
+    ((1, 4, 3, 5, 4), (6, 2, 3, 1, 2), {"group": 2, "strides": [2, 1, 2]}, False),  # 3-D: conv.wgsl
+    ((2, 3, 5, 6), (6, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}, False),  # multiplier 2: depthwise.wgsl
+    ((1, 5, 6, 5), (3, 5, 3, 3), {"pads": [1, 1, 1, 1]}, True),  # weights known at run time: linear
+])
+def test_residual_and_activation_in_linear_kernels(x_shape, w_shape, attrs, weights_input):
+    w, x = r(*w_shape), r(*x_shape)
+    shape = output_shape(x, w, attrs, weights_input)
+    model = conv_model(x_shape, w, r(w_shape[0]), attrs, residual=shape, act="relu", weights_input=weights_input)
+    check(model, {"x": x, "r": r(*shape), **({"w": w} if weights_input else {})})
+
+
+# ------------------------------------------------------------------------------------ cost model
+class _Step:
+    """The parts of a Step that choose_path reads."""
+
+    def __init__(self, x, w, y, *, pads=1, stride=1, group=1, inputs=3):
+        from wgnn.engine.graph import Node
+        from wgnn.engine.ops.base import TensorSpec, get_op
+
+        self.node = Node("Conv", ["x", "w", "b", "r"][:inputs], ["y"], name="c")
+        self.attrs = get_op("Conv").resolve_attrs(Node("Conv", [], [], {"pads": [pads] * 4, "strides": [stride] * 2,
+                                                                         "group": group}))
+        self.inputs = list(self.node.inputs)
+        self.input_specs = [TensorSpec(x, "float32"), TensorSpec(w, "float32"), TensorSpec((w[0],), "float32"),
+                            TensorSpec(y, "float32")][:inputs]
+        self.output_specs = [TensorSpec(y, "float32")]
+        self.input_values = [None] * inputs
+
+
+def test_cost_model_choices():
+    big3x3 = _Step((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56))
+    path, estimates = choose_path(big3x3, "conv", CPU_WEIGHTS)
+    assert path.startswith("winograd") and set(estimates) == {"direct", "winograd2", "winograd4"}
+    assert estimates[path] < estimates["direct"] / 2
+    # A tiny conv: three dispatches of the Winograd path cost more than the work they save.
+    assert choose_path(_Step((1, 8, 4, 4), (8, 8, 3, 3), (1, 8, 4, 4)), "conv", CPU_WEIGHTS)[0] == "direct"
+    # Strided: direct only; 1x1: direct or GEMM.
+    assert choose_path(_Step((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 28, 28), stride=2), "conv", CPU_WEIGHTS)[1] \
+        .keys() == {"direct"}
+    one = _Step((1, 64, 56, 56), (256, 64, 1, 1), (1, 256, 56, 56), pads=0)
+    assert set(choose_path(one, "conv", CPU_WEIGHTS)[1]) == {"direct", "gemm1x1"}
+    # Forcing: a path the conv allows wins regardless of cost; "winograd" picks the cheaper unit.
+    assert choose_path(big3x3, "conv", CPU_WEIGHTS, "direct")[0] == "direct"
+    unit, estimates = choose_path(big3x3, "conv", GPU_WEIGHTS, "winograd")
+    assert unit == min(("winograd2", "winograd4"), key=estimates.get)
+
+
+def test_resize_compiles_nothing_when_the_path_changes(monkeypatch):
+    """The path may differ per shape (tiny: direct, large: Winograd); a resize compiles nothing, and
+    returning to a shape whose path ran before keeps it (and its packed weights)."""
+    from wgnn.backends.wgpu import conv_paths
+    from wgnn.backends.wgpu.loader import pipeline_cache
+
+    monkeypatch.setattr(conv_paths.os, "cpu_count", lambda: 2)  # the estimates this test relies on
+    w, b = r(32, 32, 3, 3) / 17, r(32)  # weights at the usual 1 / sqrt(fan-in) scale
+    model = conv_model(("N", 32, "H", "W"), w, b, {"pads": [1, 1, 1, 1]}, act="relu")
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for adapter in ADAPTERS:
+        session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=adapter))
+        cache = pipeline_cache(session.session.backends[0].context)
+        compiled, paths = None, []
+        for shape in ((1, 32, 3, 3), (2, 32, 40, 33), (1, 32, 5, 4)):
+            x = r(*shape)
+            assert_close(session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0], what=str(shape), **TOL)
+            paths.append(conv_executions(session)[0].path)
+            compiled = cache.compiled if compiled is None else compiled
+            assert cache.compiled == compiled
+        assert paths == ["direct", "winograd4", "direct"]
+
+
+def test_a_resize_keeps_a_path_within_the_margin():
+    near = _Step((1, 24, 9, 9), (24, 24, 3, 3), (1, 24, 9, 9))
+    path, estimates = choose_path(near, "conv", CPU_WEIGHTS)
+    assert path == "direct" and estimates["direct"] < estimates["winograd4"] < 1.5 * estimates["direct"]
+    assert choose_path(near, "conv", CPU_WEIGHTS, previous=frozenset({"winograd4"}))[0] == "winograd4"
+    assert choose_path(near, "conv", CPU_WEIGHTS, previous=frozenset({"winograd4", "direct"}))[0] == "direct"
+    far = _Step((1, 16, 8, 8), (16, 16, 3, 3), (1, 16, 8, 8))
+    path, estimates = choose_path(far, "conv", CPU_WEIGHTS, previous=frozenset({"winograd4"}))
+    assert path == "direct" and estimates["winograd4"] > 1.5 * estimates["direct"]
+
+
+# ------------------------------------------------------------------------------- residual fusion
+def test_zoo_resnet_fuses_residual_adds_on_the_gpu():
+    model = build("resnet")
+    feeds = example_inputs(model, 2)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for adapter in ADAPTERS:
+        session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=adapter))
+        got = session.run(None, feeds)[0]
+        assert float(np.abs(got - want).max() / np.abs(want).max()) <= 1e-4
+        ops = [step.op.op_type for step in session.session.steps]
+        assert "Binary" not in ops and "Unary" not in ops  # Add and Relu live in the convs' epilogue
+        residuals = [s for s in session.session.steps if s.op.op_type == "Conv" and len(s.inputs) > 3 and s.inputs[3]]
+        assert len(residuals) == 3
