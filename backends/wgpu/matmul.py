@@ -3,31 +3,48 @@
 Everything shape-dependent becomes strides in the params block: transposes swap the row/k
 strides, a 1-D operand is a matrix with one row (A) or one column (B) of stride 0, broadcast
 batch axes have stride 0, and the bias C gets its broadcast strides over (batch..., M, N).
-Two kernels: a register-blocked one (4x4 outputs per invocation) for software adapters, where
-shader memory access is the cost, and a workgroup-memory tiled one for real GPUs.
+
+Three kernel variants, chosen per adapter (WGNN_MATMUL_VARIANT overrides, for benchmarks/tests):
+- "subgroup" (CPU adapters with the subgroup feature, e.g. lavapipe): 8x8 outputs per invocation,
+  A shared across a SIMD row by subgroup shuffles, B loaded as vec4.
+- "blocked" (other CPU adapters, e.g. llvmpipe OpenGL): the same without shuffles.
+- "tiled" (real GPUs): workgroup-memory tiles of 32x32.
+On software adapters shader memory access is the cost (every load is a per-lane loop), so the
+first two minimise loads per multiply-add; a constant B is repacked once at prepare into rows
+padded to 8 columns, so it is always read as vec4.
 """
 from __future__ import annotations
 
+import logging
 import math
+import os
 
 import numpy as np
 
+from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
 from ..base import Step
 from .backend import WORKGROUP, GpuExecution, gpu_kernel, wgsl_type
 from .elementwise import INT_UNARY_EXPR, UNARY_EXPR
 
+log = logging.getLogger("wgnn.wgpu")
+
 MAX_BATCH_RANK = 4  # params slots for batch axes (after merging contiguous ones)
-BLOCK = 4  # outputs per invocation along M and N (register-blocked kernel)
-STRIP = 8  # register-blocked kernel: column blocks per strip (about one SIMD row of lavapipe)
+BLOCK = 8  # outputs per invocation along M and N (blocked and subgroup kernels)
+STRIP = 8  # column blocks per strip (the blocked kernels): one SIMD row of lavapipe shares A rows
 TILE = 32  # outputs per workgroup along M and N (tiled kernel: 64 invocations x 4x4)
-KERNELS = {"blocked": "matmul/matmul_blocked.wgsl", "tiled": "matmul/matmul_tiled.wgsl"}
+KERNELS = {"blocked": "matmul/matmul_blocked.wgsl", "subgroup": "matmul/matmul_subgroup.wgsl",
+           "tiled": "matmul/matmul_tiled.wgsl"}
+VARIANT_ENV = "WGNN_MATMUL_VARIANT"
+_STAND_IN = np.zeros(4, np.float32)  # bound as the vec4 view of B when B is not read as vec4
 
 
 class MatMulLayout:
-    """M, N, K, the merged batch axes and every operand's strides for one MatMul step."""
+    """M, N, K, the merged batch axes and every operand's strides for one MatMul step.
+    With packed_columns, B is read from its repacked copy (pack_b): B's own batch axes, then
+    (K, packed_columns), not transposed."""
 
-    def __init__(self, step: Step):
+    def __init__(self, step: Step, packed_columns: int | None = None):
         attrs = step.attrs
         a, b = (tuple(s.shape) for s in step.input_specs[:2])
         a_vec, b_vec = len(a) == 1, len(b) == 1
@@ -45,6 +62,9 @@ class MatMulLayout:
         else:
             self.n, self.b_sk, self.b_sn = b[-1], b_strides[-2], b_strides[-1]
         a_batch, b_batch = a[:-2] if not a_vec else (), b[:-2] if not b_vec else ()
+        if packed_columns is not None:
+            b_strides = contiguous_strides(b_batch + (self.k, packed_columns))
+            self.b_sk, self.b_sn = packed_columns, 1
         out = tuple(step.output_specs[0].shape)
         batch = out[:len(out) - (not a_vec) - (not b_vec)]
         self.batch_count = math.prod(batch)
@@ -119,13 +139,48 @@ def int_scalar(value: float) -> int:
 
 
 def kernel_variant(context) -> str:
-    """The register-blocked kernel on software (CPU) adapters, workgroup tiling on real GPUs."""
-    return "blocked" if context.info.adapter_type == "CPU" else "tiled"
+    """The kernel for this adapter: WGNN_MATMUL_VARIANT if set; else on software (CPU) adapters the
+    subgroup kernel where the adapter has subgroups, the blocked one where not; workgroup tiling
+    on real GPUs. A forced "subgroup" on an adapter without subgroups runs "blocked"."""
+    chosen = os.environ.get(VARIANT_ENV, "").strip() or None
+    if chosen is not None and chosen not in KERNELS:
+        raise WgnnError(f"{VARIANT_ENV}={chosen!r}: expected one of {', '.join(KERNELS)}")
+    return resolve_variant(chosen, context)
+
+
+def resolve_variant(chosen: str | None, context) -> str:
+    has_subgroups = "subgroup" in context.features
+    if chosen is None:
+        if context.info.adapter_type != "CPU":
+            return "tiled"
+        chosen = "subgroup"
+    if chosen == "subgroup" and not has_subgroups:
+        log.debug("MatMul: %s has no subgroup feature; using the blocked kernel", context.name)
+        return "blocked"
+    return chosen
+
+
+def pack_b(b: np.ndarray, trans_b: int, columns: int) -> np.ndarray:
+    """B as (B's batch axes..., K, columns): transposed if trans_b, a 1-D B as one column, zero
+    columns past N so that every 8-column block is two aligned vec4 loads."""
+    if b.ndim == 1:
+        b = b[:, None]
+    elif trans_b:
+        b = np.swapaxes(b, -1, -2)
+    out = np.zeros(b.shape[:-1] + (columns,), b.dtype)
+    out[..., :b.shape[-1]] = b
+    return out
+
+
+def vec4_view_ok(layout: MatMulLayout, nbytes: int) -> bool:
+    """B can be read as vec4 in place: unit column stride, 4-aligned k and batch strides."""
+    return (layout.b_sn == 1 and layout.b_sk % 4 == 0 and nbytes >= 16
+            and all(s % 4 == 0 for s in layout.batch_strides[1]))
 
 
 @gpu_kernel("MatMul")
 class MatMulGpu(GpuExecution):
-    # Set to "blocked" or "tiled" to override the choice by adapter type (tests use it).
+    # "blocked", "subgroup" or "tiled": overrides the adapter rule and WGNN_MATMUL_VARIANT (tests).
     force_variant: str | None = None
 
     @classmethod
@@ -150,28 +205,58 @@ class MatMulGpu(GpuExecution):
 
     def prepare(self) -> None:
         step = self.step
-        layout = MatMulLayout(step)
-        t = wgsl_type(step.output_specs[0].dtype)
-        attrs = step.attrs
+        context = self.backend.context
+        variant = resolve_variant(self.force_variant, context) if self.force_variant else kernel_variant(context)
+        if variant == "tiled":
+            if WORKGROUP != 64:
+                raise RuntimeError("matmul_tiled.wgsl is written for 64-invocation workgroups")
+            layout = MatMulLayout(step)
+            params = self._params(layout, TILE)
+            blocks = layout.batch_count * params[4] * params[5]
+            self.dispatch(KERNELS[variant], [step.inputs[0], step.inputs[1], self._c(layout), step.outputs[0]],
+                          params, blocks * 64, text=self._text())
+            return
+        values = step.input_values or []
+        if len(values) > 1 and values[1] is not None:  # weights: repacked once, read as vec4
+            layout, b, b_vec = self._packed_b(values[1])
+        else:
+            layout = MatMulLayout(step)
+            b = step.inputs[1]
+            b_vec = b if vec4_view_ok(layout, step.input_specs[1].nbytes) else None
+        if b_vec is None:  # the vec4 binding still needs 16 bytes; the kernel never reads it
+            b_vec = self.packed_constant("vec4 stand-in", _STAND_IN, np.copy)
+        params = self._params(layout, BLOCK)
+        params += [STRIP, int(b_vec == b)]
+        blocks = layout.batch_count * params[4] * params[5]
+        self.dispatch(KERNELS[variant], [step.inputs[0], b, b_vec, self._c(layout), step.outputs[0]], params,
+                      blocks, text=self._text())
+
+    def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
+        """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""
+        trans_b = self.step.attrs["trans_b"]
+        n = 1 if value.ndim == 1 else value.shape[-2 if trans_b else -1]
+        columns = -(-n // BLOCK) * BLOCK
+        layout = MatMulLayout(self.step, packed_columns=columns)
+        b = self.packed_constant("b", value, lambda v: pack_b(v, trans_b, columns))
+        elements = math.prod(value.shape[:-2]) * layout.k * columns
+        return layout, b, b if elements >= 4 else None
+
+    def _params(self, layout: MatMulLayout, block: int) -> list:
+        attrs = self.step.attrs
         params = layout.params()
-        if t == "f32":
+        if wgsl_type(self.step.output_specs[0].dtype) == "f32":
             params[6:8] = [float(attrs["alpha"]), float(attrs["beta"])]
             params += [float(attrs["activation_alpha"]), float(attrs["activation_beta"])]
-            read = "pf"
         else:
             params[6:8] = [1, 1]
             params += [int_scalar(attrs["activation_alpha"]), int_scalar(attrs["activation_beta"])]
-            read = "p"
-        variant = self.force_variant or kernel_variant(self.backend.context)
-        if variant == "tiled" and WORKGROUP != 64:
-            raise RuntimeError("matmul_tiled.wgsl is written for 64-invocation workgroups")
-        block = BLOCK if variant == "blocked" else TILE
         params[4:6] = [-(-layout.m // block), -(-layout.n // block)]
-        params.append(STRIP)
-        # Without C the kernel never reads binding 2; A stands in so the layout stays the same.
-        c = step.inputs[2] if layout.has_c else step.inputs[0]
-        text = {"T": t, "READ": read, "ACT": activation_expression(step)}
-        blocks = layout.batch_count * params[4] * params[5]
-        invocations = blocks if variant == "blocked" else blocks * 64
-        self.dispatch(KERNELS[variant], [step.inputs[0], step.inputs[1], c, step.outputs[0]], params,
-                      invocations, text=text)
+        return params
+
+    def _c(self, layout: MatMulLayout) -> str:
+        # Without C the kernel never reads its binding; A stands in so the layout stays the same.
+        return self.step.inputs[2] if layout.has_c else self.step.inputs[0]
+
+    def _text(self) -> dict[str, str]:
+        t = wgsl_type(self.step.output_specs[0].dtype)
+        return {"T": t, "READ": "pf" if t == "f32" else "p", "ACT": activation_expression(self.step)}

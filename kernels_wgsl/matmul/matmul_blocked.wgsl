@@ -1,44 +1,96 @@
-// Y = act(alpha * op(A) @ op(B) + beta * C), register-blocked: each invocation computes a 4x4
-// block of Y and loops over K with 4 + 4 scalar loads per 16 multiply-adds. Cheap where shader
-// memory access dominates (software adapters); real GPUs get matmul_tiled.wgsl.
+// Y = act(alpha * op(A) @ op(B) + beta * C), register-blocked for software adapters: each
+// invocation computes an 8x8 block of Y, loading 8 scalars of A and 8 of B (two vec4 loads where
+// B allows) per 64 multiply-adds. On llvmpipe every buffer load is a per-lane loop, so loads per
+// multiply-add decide the speed; real GPUs get matmul_tiled.wgsl, adapters with subgroups on the
+// CPU matmul_subgroup.wgsl.
 // Transposes and 1-D operands are strides (backends/wgpu/matmul.py); edge blocks clamp their load
-// indices (no branch in the K loop) and skip out-of-range stores. K = 0 leaves beta * C.
+// indices and skip out-of-range stores. K = 0 leaves beta * C. No branch inside a K loop: llvmpipe
+// runs both sides of a branch (masked), so choices are made once, around whole loops.
 // params: 0 M, 1 N, 2 K, 3 batch count, 4 row blocks, 5 column blocks, 6 alpha, 7 beta,
 // 8..11 batch shape (right-aligned), 12.. A, 16.. B, 20.. C batch strides (0 on broadcast),
 // 24 A row stride, 25 A k stride, 26 B k stride, 27 B column stride, 28 C row stride,
 // 29 C column stride, 30 has C (without it A is bound in its place and never read),
-// 31 activation alpha, 32 activation beta, 33 strip width (blocks).
+// 31 activation alpha, 32 activation beta, 33 strip width (blocks), 34 B as vec4 (column stride 1,
+// k and batch strides multiples of 4: binding 2 views B as vec4; otherwise a 16-byte stand-in).
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(4) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read_write> bv: array<vec4<{{T}}>>;
+@group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
+@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: {{T}}, alpha: {{T}}, beta: {{T}}) -> {{T}} {
     return {{ACT}};
 }
 
-// Epilogue of one row of a block: scale, bias, activation; columns past N are not stored.
-fn store_row(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
-    let m_size = p(0u);
+// Epilogue of 4 columns of one row: scale, bias, activation; rows past M and columns past N are
+// not stored.
+fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
     let n_size = p(1u);
-    if (m >= m_size) {
+    if (m >= p(0u)) {
         return;
     }
-    let alpha = {{READ}}(6u);
-    let beta = {{READ}}(7u);
     for (var j = 0; j < 4; j++) {
         let n = n0 + j;
         if (n >= n_size) {
             return;
         }
-        var v = alpha * acc[j];
+        var v = {{READ}}(6u) * acc[j];
         if (p(30u) != 0) {
-            v += beta * c[co + m * p(28u) + n * p(29u)];
+            v += {{READ}}(7u) * c[co + m * p(28u) + n * p(29u)];
         }
         y[out_base + m * n_size + n] = act(v, {{READ}}(31u), {{READ}}(32u));
     }
+}
+
+// Rows 0..3 and 4..7 of a block, or columns 0..3 and 4..7.
+struct Pair {
+    lo: vec4<{{T}}>,
+    hi: vec4<{{T}}>,
+}
+
+// acc[2i], acc[2i + 1]: row i of the block, columns 0..3 and 4..7.
+fn fma8(acc: ptr<function, array<vec4<{{T}}>, 16>>, a8: Pair, b8: Pair) {
+    (*acc)[0] += a8.lo.x * b8.lo;
+    (*acc)[1] += a8.lo.x * b8.hi;
+    (*acc)[2] += a8.lo.y * b8.lo;
+    (*acc)[3] += a8.lo.y * b8.hi;
+    (*acc)[4] += a8.lo.z * b8.lo;
+    (*acc)[5] += a8.lo.z * b8.hi;
+    (*acc)[6] += a8.lo.w * b8.lo;
+    (*acc)[7] += a8.lo.w * b8.hi;
+    (*acc)[8] += a8.hi.x * b8.lo;
+    (*acc)[9] += a8.hi.x * b8.hi;
+    (*acc)[10] += a8.hi.y * b8.lo;
+    (*acc)[11] += a8.hi.y * b8.hi;
+    (*acc)[12] += a8.hi.z * b8.lo;
+    (*acc)[13] += a8.hi.z * b8.hi;
+    (*acc)[14] += a8.hi.w * b8.lo;
+    (*acc)[15] += a8.hi.w * b8.hi;
+}
+
+// 8 elements of A (row offsets plus k * A's k stride) or of B (column offsets plus k * B's k stride).
+fn load8_a(x: vec4<i32>, z: vec4<i32>, off: i32) -> Pair {
+    return Pair(vec4<{{T}}>(a[x.x + off], a[x.y + off], a[x.z + off], a[x.w + off]),
+                vec4<{{T}}>(a[z.x + off], a[z.y + off], a[z.z + off], a[z.w + off]));
+}
+
+fn load8_b(x: vec4<i32>, z: vec4<i32>, off: i32) -> Pair {
+    return Pair(vec4<{{T}}>(b[x.x + off], b[x.y + off], b[x.z + off], b[x.w + off]),
+                vec4<{{T}}>(b[z.x + off], b[z.y + off], b[z.z + off], b[z.w + off]));
+}
+
+// (row block, column block) of block index `block`: blocks go in strips `strip` blocks wide, down
+// M, so the lanes of one SIMD row share A rows and a strip of B stays in cache while it walks M.
+fn block_coords(block: u32, blocks_m: u32, blocks_n: u32) -> vec2<u32> {
+    let strip = pu(33u);
+    let full = (blocks_n / strip) * strip * blocks_m;
+    if (block < full) {
+        return vec2<u32>((block % (strip * blocks_m)) / strip, block / (strip * blocks_m) * strip + block % strip);
+    }
+    let width = blocks_n % strip;
+    return vec2<u32>((block - full) / width, blocks_n - width + (block - full) % width);
 }
 
 @compute @workgroup_size(WG)
@@ -46,30 +98,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let m_size = p(0u);
     let n_size = p(1u);
     let k_size = p(2u);
-    let blocks_m = pu(4u);
-    let blocks_n = pu(5u);
+    let per_batch = pu(4u) * pu(5u);
     let id = linear_id(gid, nwg, WG);
-    let per_batch = blocks_m * blocks_n;
     if (id >= pu(3u) * per_batch) {
         return;
     }
-    // Blocks go in strips `strip` blocks wide, down M: neighbouring invocations share A rows and
-    // the strip of B stays in cache while the strip walks M. The last strip may be narrower.
-    let block = id % per_batch;
-    let strip = pu(33u);
-    let full = (blocks_n / strip) * strip * blocks_m;
-    var mb = 0u;
-    var nb = 0u;
-    if (block < full) {
-        mb = (block % (strip * blocks_m)) / strip;
-        nb = block / (strip * blocks_m) * strip + block % strip;
-    } else {
-        let width = blocks_n % strip;
-        mb = (block - full) / width;
-        nb = blocks_n - width + (block - full) % width;
-    }
-    let m0 = i32(mb) * 4;
-    let n0 = i32(nb) * 4;
+    let mn = block_coords(id % per_batch, pu(4u), pu(5u));
+    let m0 = i32(mn.x) * 8;
+    let n0 = i32(mn.y) * 8;
     var rest = id / per_batch;
     let batch = rest;
     var ao = 0;
@@ -85,26 +121,40 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let ask = p(25u);
     let bsk = p(26u);
-    let rows = min(vec4<i32>(m0) + vec4<i32>(0, 1, 2, 3), vec4<i32>(m_size - 1));
-    let cols = min(vec4<i32>(n0) + vec4<i32>(0, 1, 2, 3), vec4<i32>(n_size - 1));
-    let ar = rows * p(24u) + ao;
-    let bc = cols * p(27u) + bo;
-    var acc0 = vec4<{{T}}>();
-    var acc1 = vec4<{{T}}>();
-    var acc2 = vec4<{{T}}>();
-    var acc3 = vec4<{{T}}>();
-    for (var k = 0; k < k_size; k++) {
-        let ka = k * ask;
-        let kb = k * bsk;
-        let bv = vec4<{{T}}>(b[bc.x + kb], b[bc.y + kb], b[bc.z + kb], b[bc.w + kb]);
-        acc0 += a[ar.x + ka] * bv;
-        acc1 += a[ar.y + ka] * bv;
-        acc2 += a[ar.z + ka] * bv;
-        acc3 += a[ar.w + ka] * bv;
+    let last = vec4<i32>(m_size - 1);
+    let ar0 = min(vec4<i32>(m0) + vec4<i32>(0, 1, 2, 3), last) * p(24u) + ao;
+    let ar1 = min(vec4<i32>(m0) + vec4<i32>(4, 5, 6, 7), last) * p(24u) + ao;
+    let bc0 = min(vec4<i32>(n0) + vec4<i32>(0, 1, 2, 3), vec4<i32>(n_size - 1)) * p(27u) + bo;
+    let bc1 = min(vec4<i32>(n0) + vec4<i32>(4, 5, 6, 7), vec4<i32>(n_size - 1)) * p(27u) + bo;
+    // vec4 path: columns n0..n0+3 and n0+4..n0+7 (the second clamped to the row's last vec4).
+    let bv0 = (bo + n0) / 4;
+    let bv1 = (bo + min(n0 + 4, (n_size - 1) / 4 * 4)) / 4;
+    let bvk = bsk / 4;
+    var acc: array<vec4<{{T}}>, 16>;
+    if (p(34u) != 0) {
+        for (var k = 0; k < k_size; k++) {
+            fma8(&acc, load8_a(ar0, ar1, k * ask), Pair(bv[bv0 + k * bvk], bv[bv1 + k * bvk]));
+        }
+    } else {
+        for (var k = 0; k < k_size; k++) {
+            fma8(&acc, load8_a(ar0, ar1, k * ask), load8_b(bc0, bc1, k * bsk));
+        }
     }
     let out_base = i32(batch) * m_size * n_size;
-    store_row(m0, n0, acc0, out_base, co);
-    store_row(m0 + 1, n0, acc1, out_base, co);
-    store_row(m0 + 2, n0, acc2, out_base, co);
-    store_row(m0 + 3, n0, acc3, out_base, co);
+    store4(m0, n0, acc[0], out_base, co);
+    store4(m0, n0 + 4, acc[1], out_base, co);
+    store4(m0 + 1, n0, acc[2], out_base, co);
+    store4(m0 + 1, n0 + 4, acc[3], out_base, co);
+    store4(m0 + 2, n0, acc[4], out_base, co);
+    store4(m0 + 2, n0 + 4, acc[5], out_base, co);
+    store4(m0 + 3, n0, acc[6], out_base, co);
+    store4(m0 + 3, n0 + 4, acc[7], out_base, co);
+    store4(m0 + 4, n0, acc[8], out_base, co);
+    store4(m0 + 4, n0 + 4, acc[9], out_base, co);
+    store4(m0 + 5, n0, acc[10], out_base, co);
+    store4(m0 + 5, n0 + 4, acc[11], out_base, co);
+    store4(m0 + 6, n0, acc[12], out_base, co);
+    store4(m0 + 6, n0 + 4, acc[13], out_base, co);
+    store4(m0 + 7, n0, acc[14], out_base, co);
+    store4(m0 + 7, n0 + 4, acc[15], out_base, co);
 }

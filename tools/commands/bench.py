@@ -1,6 +1,8 @@
 """`wgnn bench MODEL`: cold start (load, prepare with shader compilation, first run), median and p90
 latency over warm runs, optionally side by side with onnxruntime (--vs), per-op time (--per-op) and a
-Chrome/Perfetto trace (--trace). Benchmarks are tools: nothing here asserts a speed."""
+Chrome/Perfetto trace (--trace). `wgnn bench --kernels`: the adapter's FMA peak, copy bandwidth and
+dispatch cost, and wgnn's kernels against them (tools/bench_kernels.py). Benchmarks are tools:
+nothing here asserts a speed."""
 from __future__ import annotations
 
 import json
@@ -17,21 +19,29 @@ def register(subparsers) -> None:
         description="Benchmark a model: cold start split into load, prepare (shader compilation counted apart) "
                     "and first run; median and p90 latency over warm runs; dispatches per run. --vs onnxruntime "
                     "alternates onnxruntime runs on the same inputs; --per-op and --trace time every op in extra "
-                    "profiled runs (GPU timestamp queries on wgpu, wall clock on numpy).")
-    p.add_argument("model", help="a .wgnn or .onnx model, or zoo:NAME")
+                    "profiled runs (GPU timestamp queries on wgpu, wall clock on numpy). --kernels (no MODEL) "
+                    "measures the adapter(s) instead: FMA peak, copy bandwidth, dispatch cost and wgnn's MatMul "
+                    "and Conv kernels as fractions of them.")
+    p.add_argument("model", nargs="?", help="a .wgnn or .onnx model, or zoo:NAME (not with --kernels)")
     p.add_argument("--provider", action="append",
                    help="backend(s) in order of preference, e.g. wgpu,numpy (repeatable; default numpy)")
-    p.add_argument("--adapter", help="GPU adapter: index, name substring, vulkan/metal/d3d12/gl, ...")
+    p.add_argument("--adapter", help="GPU adapter: index, name substring, vulkan/metal/d3d12/gl, ... "
+                                      "(--kernels: also a comma list or all)")
     p.add_argument("--storage", choices=STORAGES, default="auto", help="NC4HW4 storage on the GPU (default auto)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32", help="fp32 (default) or fp16 feature maps")
     p.add_argument("--shape", action="append", metavar="NAME=DIMS",
                    help="input shape NAME=D0,D1,... (repeatable); symbolic dims default to 1")
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs before timing (default 3)")
-    p.add_argument("--runs", type=int, default=20, metavar="N", help="timed runs (default 20)")
+    p.add_argument("--runs", type=int, default=None, metavar="N", help="timed runs (default 20; --kernels 5)")
     p.add_argument("--vs", choices=["onnxruntime"], help="also time onnxruntime (CPU), alternating run by run")
     p.add_argument("--per-op", action="store_true", help="time every op in --runs extra profiled runs")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the profiled runs")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--kernels", action="store_true",
+                   help="benchmark the adapter(s) and wgnn's kernels instead of a model (--runs defaults to 5)")
+    p.add_argument("--quick", action="store_true", help="--kernels with small sizes (seconds, for smoke tests)")
+    p.add_argument("--case", action="append", metavar="NAME",
+                   help="--kernels: only the kernel cases whose name contains NAME (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_bench)
 
@@ -43,8 +53,15 @@ def cmd_bench(args) -> int:
 
     if args.warmup < 0:
         raise InputError("--warmup must be 0 or more")
-    if args.runs < 1:
+    if args.runs is not None and args.runs < 1:
         raise InputError("--runs must be at least 1")
+    if args.kernels:
+        return cmd_bench_kernels(args)
+    if args.quick or args.case:
+        raise InputError("--quick and --case go with --kernels")
+    if args.model is None:
+        raise InputError("give a MODEL to benchmark, or --kernels to benchmark the adapter")
+    args.runs = 20 if args.runs is None else args.runs
     path = _existing_file(args.model)
     if args.vs and is_wgnn_file(path):
         raise WgnnError(f"--vs {args.vs} needs the ONNX model, and {path} is a .wgnn file")
@@ -63,6 +80,20 @@ def cmd_bench(args) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(format_bench(result))
+    return 0
+
+
+def cmd_bench_kernels(args) -> int:
+    from ..bench_kernels import bench_kernels, format_kernels, parse_adapters
+
+    if args.model is not None:
+        raise InputError("--kernels benchmarks the adapter and takes no MODEL")
+    for option in ("vs", "per_op", "trace", "shape", "provider"):
+        if getattr(args, option):
+            raise InputError(f"--{option.replace('_', '-')} does not go with --kernels")
+    result = bench_kernels(parse_adapters(args.adapter), quick=args.quick, warmup=args.warmup,
+                           runs=5 if args.runs is None else args.runs, show_progress=not args.json, cases=args.case)
+    print(json.dumps(result, indent=2) if args.json else format_kernels(result))
     return 0
 
 

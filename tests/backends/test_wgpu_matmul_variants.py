@@ -1,0 +1,175 @@
+"""Every MatMul kernel variant (WGNN_MATMUL_VARIANT=blocked|subgroup|tiled) on every adapter against
+numpy: odd M/N/K, K = 1, vectors, batch broadcasting, constant B (repacked at prepare, read as vec4)
+and run-time B (read as vec4 only where its strides allow), fused bias and activation, integers;
+plus the variant rule, the override and its errors."""
+import numpy as np
+import pytest
+from helpers import Const, check_op, gpu_adapters, session_for
+from onnx import TensorProto, helper, numpy_helper
+
+import wgnn
+
+pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+GPUS = [f"wgpu:{a['index']}" for a in gpu_adapters()]
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+VARIANTS = ["blocked", "subgroup", "tiled"]
+rng = np.random.default_rng(7)
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture(params=VARIANTS)
+def variant(request, monkeypatch):
+    monkeypatch.setenv("WGNN_MATMUL_VARIANT", request.param)
+    return request.param
+
+
+def kernel_paths(session) -> list[str]:
+    return [d.kernel.path for s in session.session.segments for _, ex in s.steps for d in getattr(ex, "dispatches", [])]
+
+
+SHAPES = [
+    ((37, 45), (45, 70)),  # ragged 8x8 blocks, one full strip of 8 blocks and a narrow one
+    ((5, 3), (3, 6)),  # smaller than one block
+    ((9, 1), (1, 13)),  # K = 1
+    ((45,), (45, 11)),  # vector @ matrix
+    ((6, 21), (21,)),  # matrix @ vector
+    ((7,), (7,)),  # dot product
+    ((2, 1, 19, 12), (3, 12, 16)),  # broadcast batch axes; N a multiple of 4 (vec4 B at run time)
+    ((3, 10, 9), (9, 8)),  # batches whose blocks do not start at a multiple of 8 lanes
+    ((1, 70, 3), (3, 130)),  # many row blocks, wide N: full strips with shared A rows
+]
+
+
+@pytest.mark.parametrize("a, b", SHAPES, ids=[f"{a}x{b}" for a, b in SHAPES])
+def test_runtime_b(variant, a, b):
+    check_op("MatMul", [r(*a), r(*b)], backends=GPUS, **TOL)
+
+
+@pytest.mark.parametrize("a, b", SHAPES, ids=[f"{a}x{b}" for a, b in SHAPES])
+def test_constant_b(variant, a, b):
+    """A constant B is repacked (blocked, subgroup) into rows of 8-column blocks."""
+    check_op("MatMul", [r(*a), Const(r(*b))], backends=GPUS, **TOL)
+
+
+def test_constant_batched_b_broadcast(variant):
+    check_op("MatMul", [r(2, 1, 6, 5), Const(r(3, 5, 12))], backends=GPUS, **TOL)
+    check_op("MatMul", [r(6, 5), Const(r(2, 3, 5, 9))], backends=GPUS, **TOL)
+
+
+@pytest.mark.parametrize("trans_a, trans_b", [(0, 1), (1, 0), (1, 1)])
+def test_gemm_transposes_bias(variant, trans_a, trans_b):
+    a = r(13, 11) if trans_a else r(11, 13)
+    b = r(10, 13) if trans_b else r(13, 10)
+    attrs = {"transA": trans_a, "transB": trans_b, "alpha": 0.75, "beta": -1.5}
+    check_op("Gemm", [a, Const(b), Const(r(10))], attrs, opset=13, backends=GPUS, **TOL)
+    check_op("Gemm", [a, b, r(11, 1)], attrs, opset=13, backends=GPUS, **TOL)
+
+
+def test_integers(variant):
+    a = rng.integers(-4, 5, (3, 7, 9)).astype(np.int32)
+    b = rng.integers(-4, 5, (9, 12)).astype(np.int32)
+    check_op("MatMul", [a, b], backends=GPUS)
+    check_op("MatMul", [a, Const(b)], backends=GPUS)
+    check_op("MatMul", [a.astype(np.int64), Const(b.astype(np.int64))], backends=GPUS)
+
+
+def test_k0_and_empty(variant):
+    check_op("Gemm", [r(5, 0), Const(r(0, 6)), Const(r(6))], {"beta": 2.0}, opset=13, backends=GPUS, **TOL)
+    check_op("MatMul", [r(0, 4), Const(r(4, 3))], backends=GPUS, **TOL)
+
+
+def _linear_model(k: int, n: int | str, relu: bool = True):
+    """x [M, k] @ w + bias, then Relu: converts to one MatMul with a fused bias and activation."""
+    w = r(k, n) if isinstance(n, int) else None
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "bias"], ["z"])]
+    nodes.append(helper.make_node("Relu" if relu else "Identity", ["z"], ["out"]))
+    inits = [numpy_helper.from_array(r(n), "bias")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["M", k])]
+    if w is None:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [k, n]))
+    else:
+        inits.append(numpy_helper.from_array(w, "w"))
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model, w, numpy_helper.to_array(inits[0])
+
+
+def test_fused_bias_relu_and_resize(variant):
+    """One fused MatMul; a resize to other row counts compiles no new pipeline."""
+    from wgnn.backends.wgpu.loader import pipeline_cache
+
+    model, w, bias = _linear_model(19, 21)
+    converted = wgnn.convert(model)
+    assert [n.op_type for n in converted.graph.nodes] == ["MatMul"]
+    for backend in GPUS:
+        session = session_for(converted, backend)
+        session.run(None, {"x": r(3, 19)})
+        cache = pipeline_cache(session.session.backends[0].context)
+        compiled = cache.compiled
+        for rows in (1, 8, 17):
+            x = r(rows, 19)
+            np.testing.assert_allclose(session.run(None, {"x": x})[0], np.maximum(x @ w + bias, 0), **TOL)
+        assert cache.compiled == compiled
+
+
+def test_runtime_b_vec4_and_scalar_paths_share_a_pipeline():
+    """A run-time B switches between its vec4 and scalar reads by a parameter, not a new pipeline."""
+    from wgnn.backends.wgpu.loader import pipeline_cache
+
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 6])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [6, "N"])
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g", [a, b],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+    for backend in GPUS:
+        session = session_for(model, backend)
+        av = r(5, 6)
+        session.run(None, {"a": av, "b": r(6, 8)})
+        cache = pipeline_cache(session.session.backends[0].context)
+        compiled = cache.compiled
+        for n in (7, 12, 3):
+            bv = r(6, n)
+            np.testing.assert_allclose(session.run(None, {"a": av, "b": bv})[0], av @ bv, **TOL)
+        assert cache.compiled == compiled
+
+
+def _paths_for(variant_env: str | None, backend: str, monkeypatch) -> list[str]:
+    if variant_env is None:
+        monkeypatch.delenv("WGNN_MATMUL_VARIANT", raising=False)
+    else:
+        monkeypatch.setenv("WGNN_MATMUL_VARIANT", variant_env)
+    model, *_ = _linear_model(5, 6)
+    session = session_for(wgnn.convert(model), backend)
+    session.run(None, {"x": r(2, 5)})
+    return kernel_paths(session)
+
+
+def test_variant_rule_and_override(monkeypatch):
+    """CPU adapters: subgroup where the adapter has subgroups, else blocked; the override wins, and
+    a forced subgroup kernel on an adapter without subgroups runs the blocked one."""
+    for info in gpu_adapters():
+        backend = f"wgpu:{info['index']}"
+        has_subgroups = "subgroup" in info["features"]
+        default = _paths_for(None, backend, monkeypatch)
+        if info["adapter_type"] == "CPU":
+            want = "matmul_subgroup" if has_subgroups else "matmul_blocked"
+        else:
+            want = "matmul_tiled"
+        assert default == [f"matmul/{want}.wgsl"], info["name"]
+        assert _paths_for("tiled", backend, monkeypatch) == ["matmul/matmul_tiled.wgsl"]
+        assert _paths_for("blocked", backend, monkeypatch) == ["matmul/matmul_blocked.wgsl"]
+        forced = _paths_for("subgroup", backend, monkeypatch)
+        assert forced == ["matmul/matmul_subgroup.wgsl" if has_subgroups else "matmul/matmul_blocked.wgsl"]
+
+
+def test_bad_override_is_an_error(monkeypatch):
+    monkeypatch.setenv("WGNN_MATMUL_VARIANT", "fastest")
+    model, *_ = _linear_model(5, 6)
+    session = session_for(wgnn.convert(model), GPUS[0])
+    with pytest.raises(wgnn.WgnnError, match="WGNN_MATMUL_VARIANT='fastest'"):
+        session.run(None, {"x": r(2, 5)})

@@ -1,0 +1,66 @@
+"""`wgnn bench --kernels`: the structure of its JSON and table output in --quick mode (benchmarks are
+never timed tests: only that every figure is there and sane), and its argument checks."""
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import gpu_adapters
+
+needs_gpu = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "bench", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@needs_gpu
+def test_quick_json_every_adapter():
+    done = bench("--kernels", "--quick", "--adapter", "all", "--runs", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["quick"] is True and result["runs"] == 2
+    assert [a["index"] for a in result["adapters"]] == [a["index"] for a in gpu_adapters()]
+    for entry in result["adapters"]:
+        assert entry["method"] in ("timestamp-query", "wall")
+        fma = entry["fma"]
+        assert fma["gflops"] >= fma["median_gflops"] > 0
+        assert fma["flops"] == fma["invocations"] * fma["iterations"] * 8 * 4 * 2
+        assert entry["copy"]["shader_vec4"]["gbps"] > 0 and entry["copy"]["copy_buffer_to_buffer"]["gbps"] > 0
+        assert entry["dispatch"]["us_per_dispatch"] >= 0 and entry["dispatch"]["dispatches"] > 1
+        cases = [k["case"] for k in entry["kernels"]]
+        assert cases == ["MatMul 32^3", "MatMul 64^3", "MatMul 128^3", "Conv 3x3 16->16 @14", "Conv 1x1 16->64 @14",
+                         "depthwise 3x3 64 @14"]
+        for row in entry["kernels"]:
+            assert "error" not in row, row
+            assert 0 < row["min_ms"] <= row["ms"] and row["flops"] > 0 and row["bytes"] > 0
+            assert row["gflops"] == pytest.approx(row["flops"] / row["ms"] / 1e6)
+            assert row["peak_fraction"] == pytest.approx(row["gflops"] / entry["fma"]["gflops"])
+            assert row["bandwidth_fraction"] == pytest.approx(row["gbps"] / entry["copy"]["shader_vec4"]["gbps"])
+            assert isinstance(row["memory_bound"], bool)
+            assert row["kernels"] and row["dispatches"] >= len(row["kernels"])
+        assert entry["kernels"][0]["flops"] == 2 * 32 ** 3
+
+
+@needs_gpu
+def test_quick_table_one_case():
+    done = bench("--kernels", "--quick", "--adapter", "0", "--runs", "1", "--case", "matmul 64")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "adapter 0:" in out and "FMA peak:" in out and "GFLOP/s" in out
+    assert "copy bandwidth" in out and "copy_buffer_to_buffer" in out and "per empty dispatch" in out
+    assert "min ms" in out and "dispatches" in out
+    assert "MatMul 64^3" in out and "MatMul 32^3" not in out and "% peak" in out and "matmul/" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["zoo:resnet", "--kernels"], "takes no MODEL"),
+    (["--quick"], "go with --kernels"),
+    ([], "give a MODEL"),
+    (["--kernels", "--vs", "onnxruntime"], "--vs does not go with --kernels"),
+])
+def test_argument_errors(args, message):
+    done = bench(*args)
+    assert done.returncode != 0
+    assert message in done.stderr

@@ -1,0 +1,56 @@
+"""tools/peers.py (`python -m wgnn.tools.peers`): the structure of its table and JSON with one round on
+one small model and only wgnn and onnxruntime; peers that are missing are "not installed", peers that
+break are "failed", never an error of the tool."""
+import json
+import subprocess
+import sys
+
+import pytest
+from wgnn.tools import peers
+
+
+def test_cli_json_and_markdown(tmp_path):
+    out = tmp_path / "table.md"
+    done = subprocess.run([sys.executable, "-m", "wgnn.tools.peers", "--models", "resnet", "--peers",
+                           "wgnn numpy,onnxruntime", "--runs", "1", "--warmup", "0", "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["runs"] == 1 and result["peer_names"] == ["wgnn numpy", "onnxruntime"]
+    [row] = result["models"]
+    assert row["model"] == "resnet" and row["inputs"] == {"input": [1, 3, 32, 32]}
+    for name, cell in row["peers"].items():
+        assert cell["status"] == "ok", (name, cell)
+        assert cell["min_ms"] <= cell["median_ms"] <= cell["max_ms"]
+        assert cell["max_rel_error"] < 1e-4
+    assert row["peers"]["onnxruntime"]["ratio_to_onnxruntime"] == pytest.approx(1.0)
+    assert result["environment"]["versions"]["onnxruntime"]
+    table = out.read_text().splitlines()
+    assert "| model | wgnn numpy | onnxruntime |" in table
+    assert any(line.startswith("| resnet | ") and "(x" in line for line in table)
+
+
+def test_missing_and_failing_peers_are_cells(monkeypatch):
+    """A peer whose module is missing is "not installed"; one that raises is "failed: ..."."""
+    real = peers.find_spec
+    monkeypatch.setattr(peers, "find_spec", lambda name: None if name in ("ncnn", "wonnx") else real(name))
+
+    def broken(model, data, feeds, workdir):
+        raise RuntimeError("cannot run this")
+
+    loaders = peers.peer_loaders
+    monkeypatch.setattr(peers, "peer_loaders", lambda adapter: {**loaders(adapter), "wgnn wgpu": broken})
+    result = peers.run_peers(["resnet"], ["wgnn wgpu", "onnxruntime", "ncnn", "wonnx"], runs=1, warmup=0,
+                             show_progress=False)
+    cells = result["models"][0]["peers"]
+    assert cells["ncnn"]["status"].startswith("not installed") and cells["wonnx"]["status"].startswith("not installed")
+    assert cells["wgnn wgpu"]["status"] == "failed: cannot run this"
+    assert cells["onnxruntime"]["status"] == "ok"
+    table = peers.markdown(result)
+    assert "| resnet | failed [1] | " in table and "| not installed | not installed |" in table
+    assert "[1] wgnn wgpu on resnet: failed: cannot run this" in table
+
+
+def test_unknown_peer_is_an_error(capsys):
+    assert peers.main(["--peers", "tensorflow"]) == 2
+    assert "unknown model or peer ['tensorflow']" in capsys.readouterr().err

@@ -1,0 +1,385 @@
+"""`wgnn bench --kernels`: what an adapter can do, and how close wgnn's kernels get to it.
+
+Per adapter: the FMA peak (a shader of long chains of independent vec4 FMAs), copy bandwidth (a
+shader copying one vec4 per invocation, and copy_buffer_to_buffer), the cost of a dispatch (N empty
+dispatches in one compute pass) and micro-benchmarks of wgnn's own kernels run through sessions on
+one-node models (MatMul, Conv 3x3 / 1x1, depthwise), each as GFLOP/s and a fraction of the measured
+peak, and GB/s against the shader copy's bandwidth. GPU times come from timestamp queries where the
+adapter has them; otherwise from the wall clock around submit + wait (the result says which).
+Benchmarks are tools: nothing here asserts a speed.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+from ..engine.errors import WgnnError
+
+FMA_CHAINS = 8  # independent vec4 accumulators per invocation: enough to hide FMA latency
+FMA_SHADER = """
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(1) var<uniform> params: vec4<f32>;  // x: multiplier, y: addend, z: iterations
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let m = vec4<f32>(params.x);
+    let c = vec4<f32>(params.y);
+    let seed = f32(gid.x) * 1e-6;
+    var x0 = vec4<f32>(seed);
+    var x1 = vec4<f32>(seed + 0.1);
+    var x2 = vec4<f32>(seed + 0.2);
+    var x3 = vec4<f32>(seed + 0.3);
+    var x4 = vec4<f32>(seed + 0.4);
+    var x5 = vec4<f32>(seed + 0.5);
+    var x6 = vec4<f32>(seed + 0.6);
+    var x7 = vec4<f32>(seed + 0.7);
+    for (var i = 0u; i < u32(params.z); i++) {
+        x0 = fma(x0, m, c);
+        x1 = fma(x1, m, c);
+        x2 = fma(x2, m, c);
+        x3 = fma(x3, m, c);
+        x4 = fma(x4, m, c);
+        x5 = fma(x5, m, c);
+        x6 = fma(x6, m, c);
+        x7 = fma(x7, m, c);
+    }
+    out[gid.x + gid.y * nwg.x * 64u] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+}
+"""
+COPY_SHADER = """
+@group(0) @binding(0) var<storage, read_write> src: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
+@group(0) @binding(2) var<uniform> params: vec4<u32>;  // x: vec4 count
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i < params.x) {
+        dst[i] = src[i];
+    }
+}
+"""
+EMPTY_SHADER = "@compute @workgroup_size(64)\nfn main() {\n}\n"
+
+
+def kernel_cases(quick: bool) -> list[dict]:
+    """One-node models: MatMul n^3, Conv 3x3 and 1x1, depthwise 3x3 (quick: smaller sizes)."""
+    sizes = (32, 64, 128) if quick else (256, 512, 1024)
+    c, hw = (16, 14) if quick else (64, 56)
+    cases = [{"case": f"MatMul {n}^3", "op": "MatMul", "a": (n, n), "b": (n, n)} for n in sizes]
+    cases.append({"case": f"Conv 3x3 {c}->{c} @{hw}", "op": "Conv", "x": (1, c, hw, hw), "w": (c, c, 3, 3),
+                  "attrs": {"pads": [1, 1, 1, 1]}})
+    cases.append({"case": f"Conv 1x1 {c}->{4 * c} @{hw}", "op": "Conv", "x": (1, c, hw, hw), "w": (4 * c, c, 1, 1),
+                  "attrs": {}})
+    d = 4 * c
+    cases.append({"case": f"depthwise 3x3 {d} @{hw}", "op": "Conv", "x": (1, d, hw, hw), "w": (d, 1, 3, 3),
+                  "attrs": {"pads": [1, 1, 1, 1], "group": d}})
+    return cases
+
+
+def case_model(case: dict) -> tuple[bytes, dict[str, np.ndarray]]:
+    """The ONNX bytes and feeds of a case: MatMul takes both operands at run time; Conv has its
+    weights and bias as initializers, as in a real model."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def value(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+    if case["op"] == "MatMul":
+        feeds = {"a": rng.standard_normal(case["a"], np.float32), "b": rng.standard_normal(case["b"], np.float32)}
+        node = helper.make_node("MatMul", ["a", "b"], ["y"])
+        inputs, inits = [value("a", case["a"]), value("b", case["b"])], []
+    else:
+        w = rng.standard_normal(case["w"], np.float32) / math.sqrt(math.prod(case["w"][1:]))
+        bias = rng.standard_normal(case["w"][0], np.float32)
+        inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias")]
+        feeds = {"x": rng.standard_normal(case["x"], np.float32)}
+        node = helper.make_node("Conv", ["x", "w", "bias"], ["y"], kernel_shape=list(case["w"][2:]), **case["attrs"])
+        inputs = [value("x", case["x"])]
+    graph = helper.make_graph([node], "bench", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString(), feeds
+
+
+class RawGpu:
+    """Plain wgpu work on one adapter's device, timed with timestamp queries where possible."""
+
+    def __init__(self, context):
+        from ..backends.wgpu.profiler import timestamp_period
+
+        self.context, self.wgpu, self.device = context, context.wgpu, context.device
+        self.timestamps = "timestamp-query" in context.features
+        self.method = "timestamp-query" if self.timestamps else "wall"
+        self.period_ns = timestamp_period(context)
+        usage = self.wgpu.BufferUsage
+        if self.timestamps:
+            self.queries = self.device.create_query_set(type=self.wgpu.QueryType.timestamp, count=2)
+            self.resolved = self.device.create_buffer(size=16, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+        self.fence = self.device.create_buffer(size=16, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+
+    def buffer(self, size: int, *, uniform: bytes | None = None):
+        usage = self.wgpu.BufferUsage
+        if uniform is not None:
+            buffer = self.device.create_buffer(size=len(uniform), usage=usage.UNIFORM | usage.COPY_DST)
+            self.device.queue.write_buffer(buffer, 0, uniform)
+            return buffer
+        return self.device.create_buffer(size=size, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+
+    def pipeline(self, code: str, buffers: list):
+        module = self.device.create_shader_module(code=code)
+        pipeline = self.device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+        if not buffers:
+            return pipeline, None
+        entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+                   for i, b in enumerate(buffers)]
+        return pipeline, self.device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=entries)
+
+    def time_ms(self, record) -> float:
+        """GPU time of what `record(encoder, timestamp_writes)` encodes: between the start and the
+        end timestamp it places (timestamp-query), else the wall time of submit + wait."""
+        encoder = self.device.create_command_encoder()
+        start = time.perf_counter()
+        if self.timestamps:
+            record(encoder, self.queries)
+            encoder.resolve_query_set(self.queries, 0, 2, self.resolved, 0)
+        else:
+            record(encoder, None)
+        self.device.queue.submit([encoder.finish()])
+        if self.timestamps:
+            ticks = np.frombuffer(self.device.queue.read_buffer(self.resolved), np.uint64).astype(np.int64)
+            return float(ticks[1] - ticks[0]) * self.period_ns / 1e6
+        self.device.queue.read_buffer(self.fence)  # waits for the submission (FACTS.md: no work-done wait)
+        return (time.perf_counter() - start) * 1e3
+
+    def timed_pass(self, encoder, queries):
+        writes = None if queries is None else {"query_set": queries, "beginning_of_pass_write_index": 0,
+                                               "end_of_pass_write_index": 1}
+        return encoder.begin_compute_pass(timestamp_writes=writes)
+
+    def dispatches(self, pipeline, bind_group, groups: tuple[int, int, int], count: int = 1):
+        def record(encoder, queries):
+            compute = self.timed_pass(encoder, queries)
+            compute.set_pipeline(pipeline)
+            if bind_group is not None:
+                compute.set_bind_group(0, bind_group)
+            for _ in range(count):
+                compute.dispatch_workgroups(*groups)
+            compute.end()
+
+        return record
+
+    def grid(self, invocations: int) -> tuple[int, int, int]:
+        groups = -(-invocations // 64)
+        most = self.context.limits.get("max-compute-workgroups-per-dimension", 65535)
+        return (groups, 1, 1) if groups <= most else (most, -(-groups // most), 1)
+
+
+def _times(measure, repeat: int) -> tuple[float, float]:
+    """(median, min) ms of `repeat` measurements, after one untimed (a pipeline's first submission
+    pays for its setup)."""
+    measure()
+    samples = [measure() for _ in range(repeat)]
+    return statistics.median(samples), min(samples)
+
+
+def fma_peak(gpu: RawGpu, quick: bool, repeat: int) -> dict:
+    groups, iterations = (32, 128) if quick else (256, 1024)
+    invocations = groups * 64
+    out = gpu.buffer(invocations * 16)
+    params = gpu.buffer(16, uniform=np.array([0.999, 1e-3, iterations, 0], np.float32).tobytes())
+    pipeline, bind_group = gpu.pipeline(FMA_SHADER, [out, params])
+    median, best = _times(lambda: gpu.time_ms(gpu.dispatches(pipeline, bind_group, (groups, 1, 1))), repeat)
+    flops = invocations * iterations * FMA_CHAINS * 4 * 2
+    # A peak is the best run: on a shared machine the median mostly measures the other jobs.
+    return {"ms": best, "median_ms": median, "flops": flops, "gflops": flops / best / 1e6,
+            "median_gflops": flops / median / 1e6, "invocations": invocations, "iterations": iterations}
+
+
+def copy_bandwidth(gpu: RawGpu, quick: bool, repeat: int) -> dict:
+    nbytes = (1 << 20) if quick else (32 << 20)
+    src, dst = gpu.buffer(nbytes), gpu.buffer(nbytes)
+    gpu.device.queue.write_buffer(src, 0, np.arange(nbytes // 4, dtype=np.float32).tobytes())
+    params = gpu.buffer(16, uniform=np.array([nbytes // 16, 0, 0, 0], np.uint32).tobytes())
+    pipeline, bind_group = gpu.pipeline(COPY_SHADER, [src, dst, params])
+    shader_ms = _times(lambda: gpu.time_ms(gpu.dispatches(pipeline, bind_group, gpu.grid(nbytes // 16))), repeat)
+    if not np.array_equal(np.frombuffer(gpu.device.queue.read_buffer(dst, 0, 64), np.float32), np.arange(16)):
+        raise WgnnError(f"the copy shader gave wrong data on {gpu.context.name}")
+
+    def buffer_copy(encoder, queries):
+        # Timestamps of two empty passes around the copy: a timestamp outside passes needs a
+        # feature the device is not opened with.
+        if queries is not None:
+            encoder.begin_compute_pass(timestamp_writes={"query_set": queries, "end_of_pass_write_index": 0}).end()
+        encoder.copy_buffer_to_buffer(src, 0, dst, 0, nbytes)
+        if queries is not None:
+            writes = {"query_set": queries, "beginning_of_pass_write_index": 1}
+            encoder.begin_compute_pass(timestamp_writes=writes).end()
+
+    copy_ms = _times(lambda: gpu.time_ms(buffer_copy), repeat)
+    moved = 2 * nbytes  # read + write; the best run, as for the FMA peak
+
+    def rates(times):
+        return {"ms": times[1], "median_ms": times[0], "gbps": moved / times[1] / 1e6,
+                "median_gbps": moved / times[0] / 1e6}
+
+    return {"bytes": nbytes, "shader_vec4": rates(shader_ms), "copy_buffer_to_buffer": rates(copy_ms)}
+
+
+def dispatch_cost(gpu: RawGpu, quick: bool, repeat: int) -> dict:
+    """GPU time per extra empty dispatch in one pass, and the Python-side encoding cost."""
+    count = 16 if quick else 200
+    pipeline, _ = gpu.pipeline(EMPTY_SHADER, [])
+    one = _times(lambda: gpu.time_ms(gpu.dispatches(pipeline, None, (1, 1, 1), 1)), repeat)[0]
+    many = _times(lambda: gpu.time_ms(gpu.dispatches(pipeline, None, (1, 1, 1), count)), repeat)[0]
+    encoder = gpu.device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    start = time.perf_counter()
+    for _ in range(count):
+        compute.set_pipeline(pipeline)
+        compute.dispatch_workgroups(1, 1, 1)
+    encode_us = (time.perf_counter() - start) * 1e6 / count
+    compute.end()
+    gpu.device.queue.submit([encoder.finish()])
+    return {"dispatches": count, "us_per_dispatch": max(0.0, (many - one) * 1e3 / (count - 1)),
+            "one_dispatch_ms": one, "encode_us_per_dispatch": encode_us}
+
+
+def kernel_case(case: dict, adapter: int, warmup: int, runs: int) -> dict:
+    """One case through a wgnn session on the GPU, the op's own steps timed by the profiler."""
+    from ..engine.config import Config
+    from ..engine.interpreter import Interpreter
+    from ..engine.session import Session
+
+    data, feeds = case_model(case)
+    session = Session(Interpreter(data), Config(providers=("wgpu", "numpy"), adapter=adapter))
+    session.resize({k: v.shape for k, v in feeds.items()})
+    fallbacks = session.report()["fallbacks"]
+    if fallbacks:
+        raise WgnnError(f"ran on the CPU: {fallbacks[0]['reasons']}")
+    for _ in range(max(1, warmup)):
+        session.run(feeds)
+    backend = next(b for b in session.backends if hasattr(b, "enable_profiling"))
+    steps = [(step, ex) for s in session.segments for step, ex in s.steps]
+    profiler = backend.enable_profiling(len(steps))
+    op_ms, all_ms, wall = [], [], []
+    try:
+        for _ in range(runs):
+            start = time.perf_counter()
+            session.run(feeds)
+            wall.append((time.perf_counter() - start) * 1e3)
+            for record in profiler.take():
+                if record["method"] != "timestamp-query":
+                    op_ms.append(record["wall_ms"])
+                    all_ms.append(record["wall_ms"])
+                    continue
+                times = [(s, e - b) for s, _, b, e in record["steps"] if b is not None]
+                op_ms.append(sum(t for s, t in times if s.op.op_type == case["op"]))
+                all_ms.append(sum(t for _, t in times))
+    finally:
+        backend.disable_profiling()
+    main = [step for step, _ in steps if step.op.op_type == case["op"]]
+    flops = sum(int(s.flops) for s in main)
+    nbytes = sum(x.nbytes for s in main for x in list(s.input_specs) + list(s.output_specs) if x is not None)
+    ms, best = statistics.median(op_ms), min(op_ms)
+    dispatches = [(step, d.kernel.path) for step, ex in steps for d in getattr(ex, "dispatches", [])]
+    return {"case": case["case"], "op": case["op"], "ms": ms, "min_ms": best, "best_gflops": flops / best / 1e6,
+            "gpu_ms_all_steps": statistics.median(all_ms),
+            "wall_ms": statistics.median(wall), "flops": flops, "bytes": nbytes, "gflops": flops / ms / 1e6,
+            "gbps": nbytes / ms / 1e6, "kernels": [path for step, path in dispatches if step.op.op_type == case["op"]],
+            "dispatches": len(dispatches), "method": profiler.method}
+
+
+def bench_adapter(adapter: int, *, quick: bool = False, warmup: int = 1, runs: int = 5, show_progress: bool = True,
+                  cases: list[str] | None = None) -> dict:
+    """Every measurement on one adapter (index); `cases` filters the kernel cases by name."""
+    from ..backends.wgpu.context import get_context
+    from .progress import progress
+
+    context = get_context(adapter)
+    gpu = RawGpu(context)
+    repeat = max(3, runs)
+    result = {"adapter": context.name, "index": context.index, "adapter_type": context.info.adapter_type,
+              "method": gpu.method, "fma": fma_peak(gpu, quick, repeat), "copy": copy_bandwidth(gpu, quick, repeat),
+              "dispatch": dispatch_cost(gpu, quick, repeat), "kernels": []}
+    peak = result["fma"]["gflops"]
+    bandwidth = result["copy"]["shader_vec4"]["gbps"]
+    chosen = [c for c in kernel_cases(quick) if cases is None or any(n.lower() in c["case"].lower() for n in cases)]
+    for case in progress(chosen, f"kernels on {context.index}", enabled=show_progress):
+        try:
+            row = kernel_case(case, context.index, warmup, runs)
+        except WgnnError as exc:
+            result["kernels"].append({"case": case["case"], "op": case["op"], "error": str(exc)})
+            continue
+        # Roofline: below the adapter's balance (peak FLOP/s per copy byte/s) the op is bound by memory.
+        row["memory_bound"] = row["flops"] / max(row["bytes"], 1) < peak / bandwidth
+        row["peak_fraction"] = row["gflops"] / peak
+        row["bandwidth_fraction"] = row["gbps"] / bandwidth
+        result["kernels"].append(row)
+    return result
+
+
+def bench_kernels(adapters: list[int], **options) -> dict:
+    """`wgnn bench --kernels` on each adapter index in turn."""
+    return {"quick": bool(options.get("quick")), "runs": options.get("runs", 5),
+            "adapters": [bench_adapter(index, **options) for index in adapters]}
+
+
+def format_kernels(result: dict) -> str:
+    from .cli import table
+
+    lines = []
+    for entry in result["adapters"]:
+        fma, copy, dispatch = entry["fma"], entry["copy"], entry["dispatch"]
+        timing = ("GPU timestamp queries" if entry["method"] == "timestamp-query"
+                  else "wall clock around submit + wait (no timestamp-query)")
+        lines += [f"adapter {entry['index']}: {entry['adapter']} [{entry['adapter_type']}]   timing: {timing}",
+                  f"  FMA peak: {fma['gflops']:.1f} GFLOP/s, median {fma['median_gflops']:.1f} "
+                  f"({fma['invocations']} invocations x {fma['iterations']} x {FMA_CHAINS} vec4 FMAs, best "
+                  f"{fma['ms']:.2f} ms)",
+                  f"  copy bandwidth (read + write, {copy['bytes'] >> 10} KiB): shader vec4 "
+                  f"{copy['shader_vec4']['gbps']:.2f} GB/s (median {copy['shader_vec4']['median_gbps']:.2f}), "
+                  f"copy_buffer_to_buffer {copy['copy_buffer_to_buffer']['gbps']:.2f} GB/s "
+                  f"(median {copy['copy_buffer_to_buffer']['median_gbps']:.2f})",
+                  f"  dispatch: {dispatch['us_per_dispatch']:.1f} us per empty dispatch on the GPU "
+                  f"({dispatch['dispatches']} in one pass), encoding {dispatch['encode_us_per_dispatch']:.1f} us "
+                  "in Python", ""]
+        rows = []
+        for row in entry["kernels"]:
+            if "error" in row:
+                rows.append([row["case"], "error: " + row["error"], "", "", "", "", "", "", "", ""])
+                continue
+            rows.append([row["case"], f"{row['ms']:.3f}", f"{row['min_ms']:.3f}", f"{row['gflops']:.2f}",
+                         f"{100 * row['peak_fraction']:.1f}",
+                         f"{row['gbps']:.2f}", f"{100 * row['bandwidth_fraction']:.1f}",
+                         "memory" if row["memory_bound"] else "compute", ", ".join(dict.fromkeys(row["kernels"])),
+                         str(row["dispatches"])])
+        lines.append(table(["case", "ms", "min ms", "GFLOP/s", "% peak", "GB/s", "% copy", "bound", "kernel",
+                            "dispatches"], rows))
+        lines.append("")
+    lines.append(f"Peaks and bandwidths are the best of their runs. ms: median (and min) GPU time of the op's "
+                 f"own steps over {result['runs']} runs (layout conversions, counted in dispatches, excluded); "
+                 "GFLOP/s and GB/s from the median. GFLOP/s counts the direct algorithm's FLOPs, so a Winograd "
+                 "conv can pass 100% of the peak. GB/s counts the op's inputs, weights and outputs once. bound: "
+                 "roofline against the measured FMA peak and shader copy bandwidth.")
+    return "\n".join(lines)
+
+
+def parse_adapters(choice: str | None) -> list[int]:
+    """--adapter for --kernels: an index or name as elsewhere, a comma list, or "all"."""
+    from ..backends.wgpu.context import adapters, select_adapter
+
+    if choice is None:
+        return [select_adapter(None)]
+    if choice.strip().lower() == "all":
+        found = [a.index for a in adapters()]
+        if not found:
+            raise WgnnError("no GPU adapter found (on Linux install mesa-vulkan-drivers for lavapipe)")
+        return found
+    return list(dict.fromkeys(select_adapter(part.strip()) for part in choice.split(",") if part.strip()))

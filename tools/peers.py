@@ -1,0 +1,342 @@
+"""wgnn next to its peers on the zoo models: `python -m wgnn.tools.peers [--out table.md]`.
+
+Runs each zoo model (wgnn.models.zoo, batch 1) through wgnn's wgpu and numpy providers, onnxruntime
+(CPU, 2 threads, no spinning) and, where installed, ncnn (its Vulkan device when it has one; models
+converted by pnnx) and wonnx, all in one process: every runner is checked against onnxruntime and
+warmed up, then the runners take turns, round after round, so a slow phase of a shared machine hits
+all of them alike. Cells are medians of the rounds. Peers that are not installed are listed as "not
+installed"; a peer that cannot convert or run a model gets "failed: reason" in its cell. A benchmark
+tool: nothing here asserts a speed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.errors import InputError, WgnnError
+
+MODELS = ("mobilenetv2", "resnet", "bert", "unet")
+ORT_THREADS = 2
+
+
+class PeerUnavailable(Exception):
+    """The peer (or something it needs) is not installed."""
+
+
+@dataclass
+class Runner:
+    name: str
+    run: object = None  # () -> list of np.ndarray
+    status: str = "ok"  # ok | not installed | failed: ...
+    samples: list[float] = field(default_factory=list)
+    error: float | None = None  # max |ours - onnxruntime| / max |onnxruntime| over the outputs
+
+
+def _require(module: str) -> None:
+    if find_spec(module) is None:
+        raise PeerUnavailable(module)
+
+
+def _ort_session(data: bytes):
+    _require("onnxruntime")
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = ORT_THREADS
+    # Idle spinning threads would steal the cores from the runner timed next (docs/performance.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return lambda feeds: session.run(None, feeds)
+
+
+def _wgnn(providers: tuple[str, ...], adapter):
+    def load(model, data: bytes, feeds: dict, workdir: Path):
+        import wgnn
+
+        if "wgpu" in providers:
+            from ..backends.wgpu.context import gpu_available
+
+            reason = gpu_available()
+            if reason is not None:
+                raise PeerUnavailable(reason)
+        session = wgnn.InferenceSession(data, config=wgnn.Config(providers=providers, adapter=adapter))
+        return lambda: session.run(None, feeds)
+
+    return load
+
+
+def _onnxruntime(model, data: bytes, feeds: dict, workdir: Path):
+    run = _ort_session(data)
+    return lambda: run(feeds)
+
+
+def _ncnn(model, data: bytes, feeds: dict, workdir: Path):
+    """pnnx converts the ONNX model (fp32 weights) for ncnn; ncnn runs on its first Vulkan device."""
+    _require("ncnn")
+    spec = find_spec("pnnx")
+    if spec is None:
+        raise PeerUnavailable("pnnx (converts the models for ncnn)")
+    import ncnn
+
+    onnx_path = workdir / f"{model.graph.name or 'model'}.onnx"
+    onnx_path.write_bytes(data)
+    types = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64", np.dtype(np.int32): "i32"}
+    shapes = ",".join(f"[{','.join(map(str, v.shape))}]{types[v.dtype]}" for v in feeds.values())
+    stem = workdir / "ncnn"
+    # The pnnx executable itself: `import pnnx` would import torch.
+    command = [str(Path(spec.submodule_search_locations[0]) / "pnnx"), str(onnx_path), f"inputshape={shapes}",
+               "fp16=0", f"ncnnparam={stem}.param", f"ncnnbin={stem}.bin", f"ncnnpy={stem}.py",
+               f"pnnxparam={stem}.pnnx.param", f"pnnxbin={stem}.pnnx.bin", f"pnnxpy={stem}_pnnx.py",
+               f"pnnxonnx={stem}.pnnx.onnx"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=workdir, timeout=300)
+    if done.returncode != 0 or not Path(f"{stem}.param").exists():
+        raise WgnnError(f"pnnx could not convert the model: {(done.stderr or done.stdout).strip()[-200:]}")
+    net = ncnn.Net()
+    net.opt.use_vulkan_compute = ncnn.get_gpu_count() > 0
+    net.opt.use_fp16_packed = net.opt.use_fp16_storage = net.opt.use_fp16_arithmetic = False  # fp32, as wgnn
+    status, said = _with_stderr(lambda: net.load_param(f"{stem}.param") or net.load_model(f"{stem}.bin"))
+    if status != 0:
+        reasons = [line.strip() for line in said.splitlines() if line.strip() and not line.startswith("[")]
+        raise WgnnError(f"ncnn could not load the converted model: {'; '.join(reasons)[-160:] or 'no reason given'}")
+    outputs = len(model.graph.output)
+    # ncnn has no batch axis: batch-1 inputs drop it; integer ids travel as floats.
+    mats = [np.ascontiguousarray(v[0], dtype=np.float32) for v in feeds.values()]
+
+    def run():
+        extractor = net.create_extractor()
+        for i, mat in enumerate(mats):
+            extractor.input(f"in{i}", ncnn.Mat(mat))
+        results = []
+        for i in range(outputs):
+            status, out = extractor.extract(f"out{i}")
+            if status != 0:
+                raise WgnnError(f"ncnn could not compute out{i}")
+            results.append(np.array(out)[None])
+        return results
+
+    return run
+
+
+def _with_stderr(call):
+    """(call(), what native code wrote to stderr meanwhile): ncnn says why it refuses a model only there."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            result = call()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        return result, sink.read()
+
+
+def _wonnx(model, data: bytes, feeds: dict, workdir: Path):
+    """wonnx wants every shape static and known: symbolic dims bound from the feeds, then shape
+    inference."""
+    _require("wonnx")
+    import onnx
+    import wonnx
+
+    model = onnx.ModelProto.FromString(data)
+    sizes = {}
+    for value in model.graph.input:
+        for dim, size in zip(value.type.tensor_type.shape.dim, feeds[value.name].shape):
+            if dim.dim_param:
+                sizes[dim.dim_param] = size
+
+    def bind(values):
+        for value in values:
+            for dim in value.type.tensor_type.shape.dim:
+                if dim.dim_param:
+                    dim.dim_value = sizes.get(dim.dim_param, 1)
+
+    bind(list(model.graph.input) + list(model.graph.output))
+    model = onnx.shape_inference.infer_shapes(model)
+    bind(model.graph.value_info)
+    session = wonnx.Session.from_bytes(model.SerializeToString())
+    names = [o.name for o in model.graph.output]
+    return lambda: [np.asarray(session.run(dict(feeds))[name]) for name in names]
+
+
+def peer_loaders(adapter) -> dict:
+    """Peer name -> loader(model, onnx bytes, feeds, workdir) -> run()."""
+    return {"wgnn wgpu": _wgnn(("wgpu", "numpy"), adapter), "wgnn numpy": _wgnn(("numpy",), None),
+            "onnxruntime": _onnxruntime, "ncnn": _ncnn, "wonnx": _wonnx}
+
+
+def relative_error(got: list, want: list) -> float:
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        scale = max(float(np.abs(w).max(initial=0.0)), 1e-30)
+        worst = max(worst, float(np.abs(g.reshape(w.shape) - w).max(initial=0.0)) / scale)
+    return worst
+
+
+def _load(name: str, loader, model, data: bytes, feeds: dict, reference: list, workdir: Path) -> Runner:
+    runner = Runner(name)
+    try:
+        runner.run = loader(model, data, feeds, workdir)
+        runner.error = relative_error(runner.run(), reference)
+    except PeerUnavailable as exc:
+        runner.status = f"not installed ({exc})"
+    except BaseException as exc:  # Rust panics (wonnx) derive from BaseException
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        runner.status = f"failed: {text[:160]}"
+    return runner
+
+
+def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapter=None) -> dict:
+    """One zoo model through every peer; returns {"model", "peers": {peer: cell}}."""
+    from ..models.zoo import build, example_inputs
+
+    model = build(name)
+    feeds = example_inputs(model, 1)
+    data = model.SerializeToString()
+    reference = _ort_session(data)(feeds)
+    loaders = peer_loaders(adapter)
+    with tempfile.TemporaryDirectory(prefix="wgnn-peers-") as tmp:
+        runners = [_load(p, loaders[p], model, data, feeds, reference, Path(tmp)) for p in peers]
+        live = [r for r in runners if r.status == "ok"]
+        for runner in live:
+            for _ in range(warmup):
+                runner.run()
+        for _ in range(runs):
+            for runner in live:  # alternate: one sample of each per round
+                start = time.perf_counter()
+                runner.run()
+                runner.samples.append((time.perf_counter() - start) * 1e3)
+    cells = {}
+    for runner in runners:
+        cell = {"status": runner.status}
+        if runner.status == "ok":
+            cell.update(median_ms=statistics.median(runner.samples), min_ms=min(runner.samples),
+                        max_ms=max(runner.samples), max_rel_error=runner.error)
+        cells[runner.name] = cell
+    base = cells.get("onnxruntime", {}).get("median_ms")
+    for cell in cells.values():
+        if base and "median_ms" in cell:
+            cell["ratio_to_onnxruntime"] = cell["median_ms"] / base
+    return {"model": name, "inputs": {k: list(v.shape) for k, v in feeds.items()}, "peers": cells}
+
+
+def environment(adapter) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for package in ("wgnn", "numpy", "onnxruntime", "wgpu", "ncnn", "pnnx", "wonnx"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    gpu = None
+    try:
+        from ..backends.wgpu.context import adapters, select_adapter
+
+        info = adapters()[select_adapter(adapter)]
+        gpu = f"{info.name} ({info.backend}, {info.driver})"
+    except WgnnError:
+        pass
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
+            "adapter": gpu, "versions": versions}
+
+
+def markdown(result: dict) -> str:
+    peers = result["peer_names"]
+    env = result["environment"]
+    lines = [f"Median ms over {result['runs']} alternating rounds after {result['warmup']} warm-up (batch 1); "
+             "in parentheses the ratio to onnxruntime's median.", "",
+             "| model | " + " | ".join(peers) + " |", "|---|" + "---|" * len(peers)]
+    notes: list[str] = []
+    for row in result["models"]:
+        cells = []
+        for peer in peers:
+            cell = row["peers"][peer]
+            if cell["status"].startswith("failed"):
+                notes.append(f"{peer} on {row['model']}: {cell['status']}")
+                cells.append(f"failed [{len(notes)}]")
+            elif cell["status"] != "ok":
+                cells.append(cell["status"].split(" (")[0])
+            else:
+                ratio = cell.get("ratio_to_onnxruntime") if peer != "onnxruntime" else None
+                cells.append(f"{cell['median_ms']:.2f}" + (f" (x{ratio:.1f})" if ratio else ""))
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"[{i}] {note.replace('|', '/')}" for i, note in enumerate(notes, 1)]
+    missing = sorted({f"{peer}: {cell['status']}" for row in result["models"] for peer, cell in row["peers"].items()
+                      if cell["status"].startswith("not installed")})
+    if missing:
+        lines.append("Not installed: " + "; ".join(missing) + ".")
+    errors = [f"{row['model']} {peer} {cell['max_rel_error']:.1e}" for row in result["models"]
+              for peer, cell in row["peers"].items() if cell.get("max_rel_error") is not None and peer != "onnxruntime"]
+    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
+    lines += ["Largest relative error against onnxruntime: " + (", ".join(errors) or "-") + ".",
+              f"Machine: {env['cpus']} CPUs ({env['machine']}), Python {env['python']}; GPU adapter: "
+              f"{env['adapter'] or 'none'}; {versions}. onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
+              "ncnn: fp32 on its Vulkan device (pnnx-converted); wonnx: its own wgpu device."]
+    return "\n".join(lines)
+
+
+def run_peers(models: list[str], peers: list[str], *, runs: int = 21, warmup: int = 3, adapter=None,
+              show_progress: bool = True) -> dict:
+    from .progress import progress
+
+    rows = [compare_model(m, peers, runs=runs, warmup=warmup, adapter=adapter)
+            for m in progress(models, "peers", enabled=show_progress)]
+    return {"runs": runs, "warmup": warmup, "peer_names": peers, "models": rows, "environment": environment(adapter)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wgnn.tools.peers", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS), help=f"zoo models (default {','.join(MODELS)})")
+    parser.add_argument("--peers", default=",".join(peer_loaders(None)),
+                        help="runners, comma separated (default: all of " + ", ".join(peer_loaders(None)) + ")")
+    parser.add_argument("--runs", type=int, default=21, help="timed rounds (default 21)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each runner first (default 3)")
+    parser.add_argument("--adapter", help="GPU adapter for wgnn wgpu (index, name, vulkan/gl, ...)")
+    parser.add_argument("--out", metavar="FILE.md", help="also write the markdown table here")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    args = parser.parse_args(argv)
+    try:
+        models = [m.strip() for m in args.models.split(",") if m.strip()]
+        peers = [p.strip().replace("-", " ") for p in args.peers.split(",") if p.strip()]  # wgnn-numpy too
+        from ..models.zoo import ZOO
+
+        unknown = [m for m in models if m not in ZOO] + [p for p in peers if p not in peer_loaders(None)]
+        if unknown or not models or not peers:
+            raise InputError(f"unknown model or peer {unknown}; models: {', '.join(ZOO)}; "
+                             f"peers: {', '.join(peer_loaders(None))}")
+        if args.runs < 1 or args.warmup < 0:
+            raise InputError("--runs must be at least 1 and --warmup 0 or more")
+        if find_spec("onnxruntime") is None:
+            raise InputError("the peers table needs onnxruntime (the reference): pip install onnxruntime")
+        result = run_peers(models, peers, runs=args.runs, warmup=args.warmup, adapter=args.adapter,
+                           show_progress=not args.json)
+    except WgnnError as exc:
+        print(f"peers: error: {exc}", file=sys.stderr)
+        return 2
+    table = markdown(result)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    print(json.dumps(result, indent=2) if args.json else table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
