@@ -6,6 +6,9 @@
     wgnn demo [--model resnet]
     wgnn adapters
     wgnn bench model.onnx [--vs onnxruntime] [--per-op] [--trace out.json]
+    wgnn bench --kernels [--adapter all] [--quick]
+    wgnn tune [--adapter A] [--show] [--clear]
+    wgnn soak model.onnx [--runs N]
     wgnn conform [--ops REGEX] [--out report/]
     wgnn shader kernel.wgsl --input x=x.npy --output y:SHAPE [--ref mod:fn] [--time] [--watch]
     wgnn --version
