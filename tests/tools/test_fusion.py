@@ -135,7 +135,7 @@ def test_activation_not_fused_when_output_is_observed():
     check(build([conv, relu], {"x": [1, 2, 5, 5]}, ["out", "y"], inits), {"x": r(1, 2, 5, 5)}, ["Conv", "Unary"])
     twice = helper.make_node("Add", ["y", "out"], ["sum"])
     check(build([conv, relu, twice], {"x": [1, 2, 5, 5]}, ["sum"], inits), {"x": r(1, 2, 5, 5)},
-          ["Conv", "Unary", "Binary"])
+          ["Conv", "FusedElementwise"])  # the Relu and the Add form one chain instead
     # a second activation stays a node: the first one is already fused
     clip = helper.make_node("Clip", ["out", "lo", "hi"], ["out2"])
     model = build([conv, relu, clip], {"x": [1, 2, 5, 5]}, ["out2"], {**inits, **_clip_bounds()})

@@ -22,6 +22,7 @@ import numpy as np
 from ...engine.graph import Graph, Node
 from ...engine.ops import load_ops
 from ...engine.ops.base import OPS, InferContext, TensorSpec, get_op
+from .fusion_chains import CHAIN_PASSES
 
 log = logging.getLogger("wgnn.convert")
 
@@ -239,4 +240,5 @@ def fuse_activations(graph: Graph) -> None:
 
 # In order: BatchNorm folding, bias folding and the residual Add must see the bare producer, before
 # an activation is fused into it (the activation comes after bias, normalization and residual).
-FUSION_PASSES = (fold_batchnorm_into_conv, fold_bias_add_into_matmul, fold_residual_add, fuse_activations)
+FUSION_PASSES = (fold_batchnorm_into_conv, fold_bias_add_into_matmul, fold_residual_add, fuse_activations,
+                 *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion
