@@ -33,7 +33,8 @@ class InferenceSession:
     Arguments:
         path_or_bytes: a .wgnn or .onnx file path, its bytes, or an onnx ModelProto.
         providers: backends in order of preference, e.g. ["wgpu", "numpy"] (onnxruntime names
-            such as "CPUExecutionProvider" mean "numpy").
+            such as "CPUExecutionProvider" mean "numpy"); ["auto"] picks by a measurement on the
+            adapter (see providers_choice).
         config: a wgnn.Config for finer control (adapter, precision, storage).
     """
 
@@ -53,6 +54,13 @@ class InferenceSession:
 
     def get_providers(self) -> list[str]:
         return list(self.session.config.providers)
+
+    @property
+    def providers_choice(self) -> dict | None:
+        """How providers=["auto"] was resolved: {"providers", "adapter", "wgpu_ms", "numpy_ms",
+        "source": "cache" | "measured", "cache"} (or {"providers", "reason"} when no GPU could be
+        used); None when the providers were named."""
+        return self.session.config.providers_choice
 
     def run(self, output_names, input_feed: dict, run_options=None, *, callback=None) -> list[np.ndarray]:
         """Run the model. Returns the outputs named in output_names (all when None), in order;

@@ -1,7 +1,7 @@
 """Session configuration."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PRECISIONS = ("fp32", "fp16")
 STORAGES = ("auto", "texture", "buffer")
@@ -13,22 +13,34 @@ class Config:
 
     Arguments:
         providers: backends in order of preference, e.g. ("wgpu", "numpy"); each op runs on the
-            first that supports it.
+            first that supports it. ("auto",) picks ("wgpu", "numpy") or ("numpy",) for the adapter by
+            a measurement kept in the tuning cache (made once, when the cache has none; see
+            backends/wgpu/tuning.py); `providers` then holds the choice and `providers_choice` why.
         adapter: GPU adapter choice (index, name substring, backend type or power preference).
         precision: "fp32" or "fp16".
-        storage: NC4HW4 storage on the GPU: "texture", "buffer" or "auto".
+        storage: NC4HW4 storage on the GPU: "texture", "buffer" or "auto" (what `wgnn tune`
+            measured faster on the adapter, else buffers in fp32 and textures in fp16).
     """
 
     providers: tuple[str, ...] = ("numpy",)
     adapter: str | int | None = None
     precision: str = "fp32"
     storage: str = "auto"
+    # Set when providers was ("auto",): the resolved providers, the adapter and the measured
+    # milliseconds (or the reason for numpy); None otherwise.
+    providers_choice: dict | None = field(default=None, init=False, compare=False)
 
     def __post_init__(self):
         from .errors import WgnnError
         if isinstance(self.providers, str):
             self.providers = (self.providers,)
         self.providers = tuple(self.providers)
+        if "auto" in self.providers:
+            if self.providers != ("auto",):
+                raise WgnnError(f"'auto' chooses every provider, so it stands alone; got {list(self.providers)}")
+            from ..backends.wgpu.tuning import resolve_auto_providers
+
+            self.providers, self.providers_choice = resolve_auto_providers(self.adapter)
         if self.precision not in PRECISIONS:
             raise WgnnError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.storage not in STORAGES:

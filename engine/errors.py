@@ -14,6 +14,28 @@ class FormatVersionError(ModelError):
     """The model file was written by a newer wgnn format than this one reads."""
 
 
+class ModelVerificationError(ModelError):
+    """A model failed verification at load (models/verify.py): its bytes are malformed (offsets,
+    lengths, vtables) or its graph is inconsistent (undefined tensors, cycles, absurd dims, ...).
+
+    Attributes:
+        where: the object at fault, e.g. 'graph.nodes[3].attributes[0]' or 'Conv node "conv1"'.
+        offset: byte offset in the file of the bad structure, or None for graph-level problems.
+    """
+
+    def __init__(self, message: str, *, where: str = "", offset: int | None = None):
+        super().__init__(message)
+        self.where = where
+        self.offset = offset
+
+    def __reduce__(self):  # keyword-only fields survive pickling (multiprocessing, subprocess reports)
+        return _rebuild_verification_error, (str(self), self.where, self.offset)
+
+
+def _rebuild_verification_error(message: str, where: str, offset: int | None) -> ModelVerificationError:
+    return ModelVerificationError(message, where=where, offset=offset)
+
+
 class UnsupportedOpError(WgnnError):
     """One or more ops have no implementation (or no converter mapping)."""
 
@@ -36,6 +58,15 @@ class ConversionError(WgnnError):
 
 class AdapterError(WgnnError):
     """No usable GPU adapter, or the adapter/device failed."""
+
+
+class DeviceMemoryError(AdapterError):
+    """A plan does not fit the GPU: says how many bytes it needs and what the adapter allows."""
+
+
+class DeviceError(AdapterError):
+    """The GPU rejected or failed work while running: names the op. When the device is lost, the
+    message says so and a new session gets a new device."""
 
 
 def node_label(node) -> str:

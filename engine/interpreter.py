@@ -39,7 +39,8 @@ def load_model(source) -> Model:
     if _looks_like_onnx(data):
         from ..tools.convert.onnx import convert_onnx
 
-        return convert_onnx(data, origin=origin)
+        # From its path, an ONNX model finds its external data files next to it.
+        return convert_onnx(source if isinstance(source, (str, os.PathLike)) else data, origin=origin)
     raise ModelError(f"{origin} is neither a .wgnn nor an ONNX model file "
                      f"({len(data)} bytes, starts with {data[:8]!r})")
 

@@ -13,6 +13,7 @@ from ..backends.base import BACKENDS, Backend, Execution, Step
 from .callbacks import Observer, StopRun
 from .continuation import Continuation
 from .errors import InputError, UnsupportedOpError, WgnnError
+from .feeds import check_feeds
 from .geometry import finalize
 from .graph import Node
 from .memory import Lifetime, MemoryPlan
@@ -257,28 +258,12 @@ class Session:
         unknown = sorted(extra - self.graph.tensor_names())
         if unknown:
             raise InputError(f"unknown output name(s) {unknown}: neither outputs of the model ({sorted(outputs)}) "
-                             "nor tensors of its converted graph")
+                             "nor tensors of its converted graph (the converter fuses and folds tensors away; "
+                             "convert with wgnn.convert(model, optimize=False) to keep every one)")
         return extra
 
     def _check_feeds(self, feeds: dict) -> dict[str, np.ndarray]:
-        if not isinstance(feeds, dict):
-            raise InputError(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
-        declared = {t.name: t for t in self.graph.inputs}
-        unknown = sorted(set(feeds) - set(declared))
-        if unknown:
-            raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(declared)}")
-        missing = [name for name in declared if name not in feeds]
-        if missing:
-            raise InputError(f"missing feed(s) for input(s) {missing}")
-        checked = {}
-        for name, value in feeds.items():
-            array = np.asarray(value, order="C")
-            want = declared[name].dtype
-            if want and array.dtype.name != want:
-                raise InputError(f'input "{name}": expected dtype {want}, got {array.dtype.name} '
-                                 f"(convert with .astype(np.{want}))")
-            checked[name] = array
-        return checked
+        return check_feeds(self.graph.inputs, feeds)
 
     # ----------------------------------------------------------------- report
     def report(self) -> dict:
@@ -304,4 +289,5 @@ class Session:
                        for name, plan in self.memory.items()},
             "flops": sum(n.flops for n in self.shapes.nodes if not n.folded),
             "sync_points": [self.continuation.describe()] if self.continuation else [],
+            "providers_choice": getattr(self.config, "providers_choice", None),
         }

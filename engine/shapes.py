@@ -14,6 +14,8 @@ from .ops.base import InferContext, OpDef, TensorSpec, ValueNotKnown
 
 # Nodes computed from constants are evaluated at resize when their outputs are at most this big.
 FOLD_LIMIT_ELEMENTS = 1 << 16
+# The largest tensor a model may compute, as models.verify.Limits allows a model to declare.
+MAX_TENSOR_ELEMENTS = 2 ** 34
 
 
 @dataclass
@@ -125,6 +127,9 @@ def infer_shapes(graph: Graph, attrs: list[dict], ops: list[OpDef], input_specs:
         for spec in outs:
             if any(d < 0 for d in spec.shape):
                 raise ctx.fail(f"inferred a negative dim in output shape {list(spec.shape)}")
+            if spec.size > MAX_TENSOR_ELEMENTS or any(d > MAX_TENSOR_ELEMENTS for d in spec.shape):
+                raise ctx.fail(f"output shape {list(spec.shape)} has more than {MAX_TENSOR_ELEMENTS} elements: "
+                               "an absurd size (a corrupted model or feed?)")
         known = all(v is not None for n, v in zip(node.inputs, in_values) if n)
         fold = (op.shape_only or ctx.computed is not None
                 or (known and sum(o.size for o in outs) <= FOLD_LIMIT_ELEMENTS))

@@ -12,8 +12,10 @@ import flatbuffers
 import numpy as np
 
 from ..engine.dtypes import CODE_DTYPES, DTYPE_CODES, dtype_name
-from ..engine.errors import FormatVersionError, ModelError
+from ..engine.errors import FormatVersionError, ModelError, ModelVerificationError, node_label
 from ..engine.graph import Graph, Model, Node, TensorInfo
+from .verify import DEFAULT_LIMITS, Limits, check_dims, read_format_version, verify_buffer, verify_graph
+from .verify import FILE_IDENTIFIER as _FILE_IDENTIFIER
 from .wgnn_fb import Attribute as FbAttribute
 from .wgnn_fb import Dim as FbDim
 from .wgnn_fb import Graph as FbGraph
@@ -25,7 +27,7 @@ from .wgnn_fb import ValueInfo as FbValueInfo
 from .wgnn_fb.AttrType import AttrType
 
 FORMAT_VERSION = 1
-FILE_IDENTIFIER = b"WGNN"
+FILE_IDENTIFIER = _FILE_IDENTIFIER  # b"WGNN"
 MAGIC_OFFSET = 4  # flatbuffers puts the file identifier after the root offset
 WEIGHT_ALIGNMENT = 16
 
@@ -222,83 +224,103 @@ def save_model(model: Model, path) -> None:
 
 
 # ------------------------------------------------------------------------------------ reading
-def read_model(data: bytes, *, origin: str = "<bytes>") -> Model:
-    """Decode a .wgnn file's bytes; any corruption becomes a ModelError naming the file."""
-    if len(data) < 8 or data[MAGIC_OFFSET:MAGIC_OFFSET + 4] != FILE_IDENTIFIER:
-        raise ModelError(f"{origin} is not a .wgnn file (no WGNN identifier)")
+def read_model(data: bytes, *, origin: str = "<bytes>", limits: Limits | None = None) -> Model:
+    """Decode a .wgnn file's bytes after verifying them (models/verify.py): any corruption becomes a
+    ModelError (ModelVerificationError) naming the file, the object at fault and its byte offset.
+
+    Arguments:
+        data: the file's bytes (kept alive by the returned weights, which view them zero-copy).
+        origin: the file name used in error messages.
+        limits: size limits (models.verify.Limits; default DEFAULT_LIMITS).
+    """
     buffer = data if isinstance(data, (bytes, bytearray)) else bytes(data)
-    try:
-        root = FbModel.Model.GetRootAs(buffer, 0)
-        version = root.FormatVersion()
-    except Exception as exc:
-        raise ModelError(f"{origin} is truncated or corrupted: {exc}") from None
+    limits = limits or DEFAULT_LIMITS
+    # The version first: a newer file may be laid out differently and must not fail as "corrupted".
+    version = read_format_version(buffer, origin=origin)
     if version > FORMAT_VERSION:
         raise FormatVersionError(f"{origin} uses .wgnn format version {version}; this wgnn reads up to "
                                  f"version {FORMAT_VERSION}. Upgrade wgnn to load it.")
+    if version == 0:
+        raise ModelVerificationError(f"{origin} is truncated or corrupted: it has no format version",
+                                     where="format_version")
+    verify_buffer(buffer, origin=origin, limits=limits)
+    root = FbModel.Model.GetRootAs(buffer, 0)
     try:
         if root.Graph() is None:
             raise ModelError(f"{origin} has no graph")
         model = Model(
-            _read_graph(root.Graph(), buffer, origin),
+            _read_graph(root.Graph(), buffer, origin, limits),
             producer_name=_str(root.ProducerName()),
             producer_version=_str(root.ProducerVersion()),
             source=_str(root.Source()),
-            metadata={_str(root.Metadata(i).Key()): _str(root.Metadata(i).Value())
-                      for i in range(root.MetadataLength())},
+            metadata=_read_metadata(root, origin),
         )
     except ModelError:
         raise
-    except Exception as exc:  # flatbuffers reads past the end or hits bad offsets
-        raise ModelError(f"{origin} is truncated or corrupted ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # a gap in verify_buffer: still a ModelError, the cause kept for the fuzzer
+        raise ModelError(f"{origin} is truncated or corrupted ({type(exc).__name__}: {exc})") from exc
+    verify_graph(model.graph, origin=origin, limits=limits)
     return model
 
 
-def load_wgnn(path) -> Model:
+def load_wgnn(path, *, limits: Limits | None = None) -> Model:
     path = Path(path)
     if not path.exists():
         raise ModelError(f"model file not found: {path}")
-    return read_model(path.read_bytes(), origin=str(path))
+    return read_model(path.read_bytes(), origin=str(path), limits=limits)
 
 
 def _str(value) -> str:
     return value.decode("utf-8", "replace") if value is not None else ""
 
 
-def _read_tensor(t, buffer, origin: str) -> np.ndarray:
+def _read_metadata(root, origin: str) -> dict[str, str]:
+    metadata: dict[str, str] = {}
+    for i in range(root.MetadataLength()):
+        key = _str(root.Metadata(i).Key())
+        if key in metadata:
+            raise ModelVerificationError(f"{origin}: metadata key {key!r} appears twice", where=f"metadata[{i}]")
+        metadata[key] = _str(root.Metadata(i).Value())
+    return metadata
+
+
+def _read_tensor(t, buffer, origin: str, limits: Limits, what: str) -> np.ndarray:
     name = _str(t.Name())
+    label = f'tensor "{name}"' if name else what
     dtype = CODE_DTYPES.get(t.Dtype())
     if dtype is None:
-        raise ModelError(f'{origin}: tensor "{name}" has unknown dtype code {t.Dtype()}')
+        raise ModelVerificationError(f'{origin}: {label} has unknown dtype code {t.Dtype()}', where=label)
     dims = tuple(int(d) for d in t.DimsAsNumpy()) if t.DimsLength() else ()
-    if any(d < 0 for d in dims):
-        raise ModelError(f'{origin}: tensor "{name}" has negative dims {list(dims)}')
+    check_dims(dims, what=label, origin=origin, limits=limits)
     count = math.prod(dims)
     itemsize = np.dtype(dtype).itemsize
     length = t.DataLength()
     if length != count * itemsize:
-        raise ModelError(f'{origin}: tensor "{name}" holds {length} bytes, but shape {list(dims)} of '
-                         f"{dtype} needs {count * itemsize}")
+        raise ModelVerificationError(f"{origin}: {label} holds {length} bytes, but shape {list(dims)} of "
+                                     f"{dtype} needs {count * itemsize}", where=label)
     if length == 0:
         return np.zeros(dims, dtype)
     start = t._tab.Vector(t._tab.Offset(10))  # field 'data' (vtable slot 10): payload start
-    if start + length > len(buffer):
-        raise ModelError(f'{origin}: tensor "{name}" data runs past the end of the file')
+    if start + length > len(buffer):  # verify_buffer checked this; kept as the last line of defence
+        raise ModelVerificationError(f"{origin}: {label} data runs past the end of the file", where=label,
+                                     offset=start)
     array = np.frombuffer(buffer, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=start)
     return array.reshape(dims)
 
 
-def _read_info(v) -> TensorInfo:
+def _read_info(v, origin: str) -> TensorInfo:
     shape = None
     if v.HasShape():
         shape = tuple(_str(d.Symbol()) if d.Symbol() is not None else int(d.Value())
                       for d in (v.Shape(i) for i in range(v.ShapeLength())))
     code = v.Dtype()
     if code and code not in CODE_DTYPES:
-        raise ModelError(f'tensor "{_str(v.Name())}" has unknown dtype code {code}')
+        raise ModelVerificationError(f'{origin}: tensor "{_str(v.Name())}" has unknown dtype code {code}',
+                                     where=f'tensor "{_str(v.Name())}"')
     return TensorInfo(_str(v.Name()), CODE_DTYPES.get(code), shape)
 
 
-def _read_attr(a, buffer, origin):
+def _read_attr(a, buffer, origin: str, limits: Limits, label: str):
     kind = a.Type()
     if kind == AttrType.INT:
         return a.I()
@@ -313,30 +335,44 @@ def _read_attr(a, buffer, origin):
     if kind == AttrType.STRINGS:
         return [_str(a.Strings(i)) for i in range(a.StringsLength())]
     if kind == AttrType.TENSOR:
-        return _read_tensor(a.Tensor(), buffer, origin)
+        if a.Tensor() is None:
+            raise ModelVerificationError(f"{origin}: {label} has type TENSOR but holds no tensor", where=label)
+        return _read_tensor(a.Tensor(), buffer, origin, limits, label)
     if kind == AttrType.GRAPH:
-        return _read_graph(a.Graph(), buffer, origin)
-    raise ModelError(f"{origin}: attribute {_str(a.Name())!r} has unknown type code {kind}")
+        if a.Graph() is None:
+            raise ModelVerificationError(f"{origin}: {label} has type GRAPH but holds no graph", where=label)
+        return _read_graph(a.Graph(), buffer, origin, limits)
+    raise ModelVerificationError(f"{origin}: {label} has unknown type code {kind}", where=label)
 
 
-def _read_graph(g, buffer, origin: str) -> Graph:
+def _unique(mapping: dict, key: str, origin: str, what: str) -> None:
+    if key in mapping:
+        raise ModelVerificationError(f'{origin}: {what} "{key}" appears twice', where=f'{what} "{key}"')
+
+
+def _read_graph(g, buffer, origin: str, limits: Limits) -> Graph:
     graph = Graph(name=_str(g.Name()))
-    graph.inputs = [_read_info(g.Inputs(i)) for i in range(g.InputsLength())]
-    graph.outputs = [_read_info(g.Outputs(i)) for i in range(g.OutputsLength())]
-    infos = [_read_info(g.ValueInfos(i)) for i in range(g.ValueInfosLength())]
-    graph.value_info = {info.name: info for info in infos}
+    graph.inputs = [_read_info(g.Inputs(i), origin) for i in range(g.InputsLength())]
+    graph.outputs = [_read_info(g.Outputs(i), origin) for i in range(g.OutputsLength())]
+    for i in range(g.ValueInfosLength()):
+        info = _read_info(g.ValueInfos(i), origin)
+        _unique(graph.value_info, info.name, origin, "value info")
+        graph.value_info[info.name] = info
     for i in range(g.InitializersLength()):
         t = g.Initializers(i)
-        graph.initializers[_str(t.Name())] = _read_tensor(t, buffer, origin)
+        name = _str(t.Name())
+        _unique(graph.initializers, name, origin, "initializer")
+        graph.initializers[name] = _read_tensor(t, buffer, origin, limits, f"initializer {i}")
     for i in range(g.NodesLength()):
         n = g.Nodes(i)
-        attrs = {}
+        node = Node(_str(n.OpType()), [_str(n.Inputs(j)) for j in range(n.InputsLength())],
+                    [_str(n.Outputs(j)) for j in range(n.OutputsLength())], {}, name=_str(n.Name()))
         for j in range(n.AttributesLength()):
             a = n.Attributes(j)
-            attrs[_str(a.Name())] = _read_attr(a, buffer, origin)
-        graph.nodes.append(Node(
-            _str(n.OpType()),
-            [_str(n.Inputs(j)) for j in range(n.InputsLength())],
-            [_str(n.Outputs(j)) for j in range(n.OutputsLength())],
-            attrs, name=_str(n.Name())))
+            key = _str(a.Name())
+            label = f"{node_label(node)} attribute {key!r}"
+            if key in node.attrs:
+                raise ModelVerificationError(f"{origin}: {label} appears twice", where=label)
+            node.attrs[key] = _read_attr(a, buffer, origin, limits, label)
+        graph.nodes.append(node)
     return graph

@@ -14,9 +14,12 @@ from .engine.config import Config
 from .engine.errors import (
     AdapterError,
     ConversionError,
+    DeviceError,
+    DeviceMemoryError,
     FormatVersionError,
     InputError,
     ModelError,
+    ModelVerificationError,
     ShapeError,
     UnsupportedOpError,
     WgnnError,
@@ -24,6 +27,7 @@ from .engine.errors import (
 from .engine.graph import Graph, Model, Node, TensorInfo
 from .engine.interpreter import Interpreter, load_model
 from .engine.session import Session
+from .models.verify import Limits
 
 
 def adapters() -> list[dict]:
@@ -59,13 +63,17 @@ __all__ = [
     "AdapterError",
     "Config",
     "ConversionError",
+    "DeviceError",
+    "DeviceMemoryError",
     "FormatVersionError",
     "Graph",
     "InferenceSession",
     "InputError",
     "Interpreter",
+    "Limits",
     "Model",
     "ModelError",
+    "ModelVerificationError",
     "Node",
     "NodeArg",
     "Session",

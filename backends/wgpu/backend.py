@@ -11,11 +11,12 @@ import math
 
 import numpy as np
 
-from ...engine.errors import InputError, WgnnError
+from ...engine.errors import DeviceError, DeviceMemoryError, InputError, WgnnError
 from ...engine.ops.base import TensorSpec
 from ..base import Backend, Execution, Step, register_backend
 from .context import get_context
 from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
+from .tuning import kernel_grid, tuned_storage
 
 log = logging.getLogger("wgnn.wgpu")
 
@@ -115,7 +116,7 @@ class GpuExecution(Execution):
             bind_group = backend.device.create_bind_group(layout=kernel.layout, entries=entries)
         except Exception as exc:
             raise WgnnError(f"{self.step.label}: could not bind kernel {path}: {exc}") from None
-        self.dispatches.append(Dispatch(kernel, bind_group, backend.grid(invocations), self.step.label))
+        self.dispatches.append(Dispatch(kernel, bind_group, kernel_grid(backend, invocations, kernel), self.step.label))
 
     def encode(self, recorder) -> None:
         for d in self.dispatches:
@@ -129,8 +130,72 @@ def pack_params(values: list[int | float]) -> np.ndarray:
     if len(values) > PARAM_INTS:
         raise WgnnError(f"kernel parameter block overflows: {len(values)} > {PARAM_INTS}")
     for i, v in enumerate(values):
-        out[i] = np.float32(v).view(np.int32) if isinstance(v, float) else np.int32(v)
+        if isinstance(v, (float, np.floating)):  # np.float32 too: it is no Python float, and int32() truncates it
+            out[i] = np.float32(v).view(np.int32)
+            continue
+        # np.int32() of a numpy integer wraps silently; of a Python int it raises OverflowError.
+        if not -(2 ** 31) <= int(v) < 2 ** 31:
+            raise WgnnError(f"kernel parameter {i} = {int(v)} does not fit the shader's 32-bit integers")
+        out[i] = int(v)
     return out
+
+
+def split_arenas(pool, lifetimes, most: int, alignment: int) -> list[tuple[int, dict[str, int]]]:
+    """The pooled tensors in arenas of at most `most` bytes (the adapter's largest buffer): those
+    placed past the limit are planned again, among themselves, in a further arena. Any subset of
+    a valid plan is valid, so each arena keeps its tensors' lifetimes apart."""
+    from ...engine.memory import plan_memory
+
+    sizes = {t.name: t.nbytes for t in lifetimes}
+    arenas: list[tuple[int, dict[str, int]]] = []
+    remaining, plan = lifetimes, pool
+    while remaining:
+        fits = {name: offset for name, offset in plan.offsets.items() if offset + sizes[name] <= most}
+        if not fits:
+            largest = max(remaining, key=lambda t: t.nbytes)
+            raise DeviceMemoryError(f'tensor "{largest.name}" needs {largest.nbytes} bytes, more than the '
+                                    f"adapter's largest buffer ({most} bytes)")
+        arenas.append((max(offset + sizes[name] for name, offset in fits.items()), fits))
+        remaining = [t for t in remaining if t.name not in fits]
+        if remaining:
+            plan = plan_memory(remaining, alignment)
+    return arenas or [(0, {})]
+
+
+# Shaders index tensors with 32-bit integers (and take sizes as i32 parameters).
+MAX_GPU_ELEMENTS = 2 ** 31 - 1
+# int64 tensors live on the GPU as i32: exact while values fit (uploads and constants are checked),
+# but these kinds compute new values that can pass 2^31 where the numpy backend's int64 would not.
+# (Kinds that only select, move or compare values, or ArgMax indices, stay exact.)
+INT64_OVERFLOW_KINDS = {
+    "Binary": {"add", "sub", "mul", "div", "pow", "prelu"},  # div: INT_MIN / -1
+    "Unary": {"neg", "abs"},  # of INT_MIN
+    "Reduce": {"sum", "mean", "prod", "l1", "l2", "sum_square", "log_sum", "log_sum_exp"},
+    "MatMul": None,  # any kind
+}
+
+
+def overflow_reason(step: Step) -> str | None:
+    """Why the GPU's 32-bit arithmetic could silently give a different answer than the numpy
+    backend for this step (then it runs on numpy, reported as a fallback), or None."""
+    specs = [(n, s) for n, s in zip(step.inputs, step.input_specs) if s is not None]
+    specs += list(zip(step.outputs, step.output_specs))
+    for name, spec in specs:
+        if spec.size > MAX_GPU_ELEMENTS:
+            return (f"tensor {name or '?'} has {spec.size} elements, a count that does not fit the 32-bit "
+                    f"indices of GPU kernels (at most {MAX_GPU_ELEMENTS})")
+    if not any(spec.dtype == "int64" for spec in step.output_specs):
+        return None
+    op_type = step.op.op_type
+    if op_type in INT64_OVERFLOW_KINDS:
+        kinds = INT64_OVERFLOW_KINDS[op_type]
+        kind = step.attrs.get("kind")
+        if kinds is None or kind in kinds:
+            return (f"int64 {op_type}{'.' + kind if isinstance(kind, str) else ''}: a result that does not fit "
+                    "the GPU's int32 would wrap silently")
+    if op_type == "Cast" and step.input_specs[0] is not None and step.input_specs[0].dtype.startswith("float"):
+        return "float -> int64 Cast: a value that does not fit the GPU's int32 would saturate silently"
+    return None
 
 
 @register_backend
@@ -149,13 +214,14 @@ class WgpuBackend(Backend):
                             f"{self.context.name} lacks; use storage='texture' or 'auto'")
         # NC4HW4 storage: "auto" keeps fp32 in buffers until a per-adapter measurement says otherwise,
         # and fp16 in textures (every adapter has rgba16float).
-        self.nc4hw4_storage = storage if storage != "auto" else ("texture" if self.half else "buffer")
+        self.nc4hw4_storage = storage if storage != "auto" else tuned_storage(self.context, self.half)
         self.texel_bytes = 8 if self.half else 16
         self.device = self.context.device
         self.wgpu = self.context.wgpu
         self.pipelines = pipeline_cache(self.context)
         self.alignment = max(16, self.context.limits.get("min-storage-buffer-offset-alignment", 256))
         self.max_binding = self.context.limits.get("max-storage-buffer-binding-size", 1 << 27)
+        self.max_buffer = self.context.limits.get("max-buffer-size", 1 << 28)
         self.max_groups = self.context.limits.get("max-compute-workgroups-per-dimension", 65535)
         self.loop_budget = LOOP_BUDGET if "llvmpipe" in self.context.info.name.lower() else None
         self.locations: dict[str, tuple[object, int, int]] = {}  # tensor -> (buffer, offset, size)
@@ -188,9 +254,13 @@ class WgpuBackend(Backend):
         for name, value in zip(step.inputs, step.input_values or []):
             if value is not None and value.dtype == np.int64 and value.size and not _fits_int32(value):
                 return f"int64 constant {name} does not fit the GPU's int32"
-        for name, spec in zip(step.outputs, step.output_specs):
-            if self.tensor_bytes(name, spec) > self.max_binding:
-                return f"output {name} ({self.tensor_bytes(name, spec)} bytes) exceeds the binding limit"
+        overflow = overflow_reason(step)
+        if overflow is not None:
+            return overflow
+        for name, spec in [*zip(step.inputs, step.input_specs), *zip(step.outputs, step.output_specs)]:
+            if spec is not None and self.tensor_bytes(name, spec) > self.max_binding:
+                return (f"tensor {name} ({self.tensor_bytes(name, spec)} bytes) exceeds the adapter's "
+                        f"{self.max_binding}-byte storage binding limit")
         reason = cls.unsupported_reason(step)
         if reason is None and self.loop_budget is not None:
             iterations = cls.loop_iterations(step)
@@ -257,22 +327,31 @@ class WgpuBackend(Backend):
                 from None
         return texture, texture.create_view(dimension="2d-array")
 
-    def _buffer(self, size: int, label: str):
+    def _buffer(self, size: int, label: str, needed: str = ""):
         usage = self.wgpu.BufferUsage.STORAGE | self.wgpu.BufferUsage.COPY_SRC | self.wgpu.BufferUsage.COPY_DST
         try:
             return self.device.create_buffer(size=max(16, _round4(size)), usage=usage, label=label)
         except Exception as exc:
-            raise WgnnError(f"GPU memory: could not allocate {size} bytes for {label} on "
-                            f"{self.context.name}: {exc}") from None
+            detail = " ".join(str(exc).split())
+            raise DeviceMemoryError(f"GPU memory: could not allocate {size} bytes for {label} on "
+                                    f"{self.context.name}{' (' + needed + ')' if needed else ''}: {detail}. "
+                                    "Try precision='fp16', smaller inputs, or the numpy provider") from None
 
     def plan_memory(self, specs, lifetimes, dedicated, constants):
         textured = {t.name for t in lifetimes if self.placement(t.name).storage == "texture"}
-        pool = super().plan_memory(specs, [t for t in lifetimes if t.name not in textured], dedicated, constants)
+        buffered = [t for t in lifetimes if t.name not in textured]
+        pool = super().plan_memory(specs, buffered, dedicated, constants)
         self.specs = specs
         self.locations = {}
-        self.arena = self._buffer(pool.peak_bytes, "wgnn arena")
-        for name, offset in pool.offsets.items():
-            self.locations[name] = (self.arena, offset, max(4, self.tensor_bytes(name, specs[name])))
+        arenas = split_arenas(pool, buffered, self.max_buffer, self.alignment)
+        pool.peak_bytes = sum(size for size, _ in arenas)
+        self.arenas = []
+        for size, offsets in arenas:
+            arena = self._buffer(size, f"wgnn arena {len(self.arenas)}",
+                                 needed=f"the plan needs {pool.peak_bytes} bytes of pooled buffers")
+            self.arenas.append(arena)
+            for name, offset in offsets.items():
+                self.locations[name] = (arena, offset, max(4, self.tensor_bytes(name, specs[name])))
         self._pool_textures([t for t in lifetimes if t.name in textured], pool)
         for name in dedicated:
             if self.placement(name).storage == "texture":
@@ -368,7 +447,10 @@ class WgpuBackend(Backend):
                 data = to_gpu_array(name, values[name])
                 if data.nbytes:
                     buffer, offset, _ = self.locations[name]
-                    queue.write_buffer(buffer, offset, data.tobytes())
+                    try:
+                        queue.write_buffer(buffer, offset, data.tobytes())
+                    except Exception as exc:
+                        raise self._device_error(exc, [], f'uploading tensor "{name}"') from None
             if observer:  # debug runs: one submission per step, so tensors can be read in between
                 for step, execution in segment.steps:
                     observer.before(step, self, values)
@@ -382,24 +464,60 @@ class WgpuBackend(Backend):
                 else:
                     self._submit([execution for _, execution in segment.steps], encoder)
             for name in segment.exports:
-                values[name] = self.download(name)
+                try:
+                    values[name] = self.download(name)
+                except Exception as exc:
+                    raise self._device_error(exc, [], f'downloading tensor "{name}"') from None
             if profiler:
                 profiler.collect(segment, started)
 
     def _submit(self, executions, encoder=None) -> None:
         """Record the executions into one compute pass and submit."""
-        encoder = encoder or self.device.create_command_encoder()
-        compute = encoder.begin_compute_pass()
-        for execution in executions:
-            execution.encode(compute)
-        compute.end()
-        self._finish(encoder)
+        try:
+            encoder = encoder or self.device.create_command_encoder()
+            compute = encoder.begin_compute_pass()
+            for execution in executions:
+                execution.encode(compute)
+            compute.end()
+        except Exception as exc:
+            raise self._device_error(exc, executions, "recording") from None
+        self._finish(encoder, executions)
 
-    def _finish(self, encoder) -> None:
+    def _finish(self, encoder, executions=()) -> None:
         try:
             self.device.queue.submit([encoder.finish()])
         except Exception as exc:
-            raise WgnnError(f"GPU submission failed on {self.context.name}: {exc}") from None
+            raise self._device_error(exc, executions, "submitting") from None
+
+    def _device_error(self, exc: Exception, executions, doing: str) -> DeviceError:
+        """A typed error naming the op at fault: wgpu validates a command buffer as a whole, so
+        each step is recorded again on its own until one fails. A device that cannot take even
+        an empty submission is lost: its context is dropped so new sessions get a new device."""
+        culprit = None
+        for execution in executions:
+            try:
+                encoder = self.device.create_command_encoder()
+                compute = encoder.begin_compute_pass()
+                execution.encode(compute)
+                compute.end()
+                encoder.finish()
+            except Exception:
+                culprit = execution
+                break
+        try:
+            self.device.queue.submit([self.device.create_command_encoder().finish()])
+            lost = False
+        except Exception:
+            lost = True
+        detail = " ".join(str(exc).split())
+        where = f" in {culprit.step.label}" if culprit else ""
+        message = f"GPU error{where} while {doing} on {self.context.name}: {detail}"
+        if lost:
+            from .context import forget_context
+
+            forget_context(self.context)
+            message += ". The device is lost: create a new session (it gets a new device)"
+        return DeviceError(message)
 
     def download(self, name: str) -> np.ndarray:
         from .layout import nc4hw4_dims, texture_extent, unpack_nc4hw4

@@ -154,6 +154,15 @@ def get_context(choice: str | int | None = None) -> GpuContext:
     return context
 
 
+def forget_context(context: GpuContext) -> None:
+    """Drop a context whose device is lost: the next session on its adapter gets a new device
+    (sessions still holding the old one keep failing with DeviceError)."""
+    with _lock:
+        for index, known in list(_contexts.items()):
+            if known is context:
+                del _contexts[index]
+
+
 def gpu_available() -> str | None:
     """None when a GPU adapter can be used, else the reason it cannot."""
     try:

@@ -19,8 +19,9 @@ import numpy as np
 
 from ...engine.ops.fused import decode_program
 from ..base import Step
+from . import elementwise
 from .backend import GpuExecution, gpu_kernel
-from .elementwise import UNARY_EXPR, binary_expression, feature_map_text
+from .elementwise import binary_expression, feature_map_text
 from .matmul import broadcast_strides, merge_axes
 
 MAX_INPUTS = 8  # params: 8 + 6 strides per input in the linear kernel (64 slots)
@@ -29,7 +30,7 @@ MAX_RANK = 6  # merged axes of the linear kernel
 
 def step_expression(family: str, kind: str) -> str | None:
     """The WGSL expression of a float32 step, in v / alpha / beta (Unary) or x / y (Binary)."""
-    return UNARY_EXPR.get(kind) if family == "Unary" else binary_expression(kind, "float32")
+    return elementwise.UNARY_EXPR.get(kind) if family == "Unary" else binary_expression(kind, "float32")
 
 
 def f32_literal(value: float) -> str:

@@ -13,6 +13,7 @@ from functools import cache
 from importlib import resources
 
 from ...engine.errors import WgnnError
+from .tuning import tuned_constants
 
 PARAM_PATTERN = re.compile(r"\{\{(\w+)\}\}")
 # Binding kinds of a kernel, in binding order: tensors in buffers are read_write storage (one
@@ -59,6 +60,7 @@ class Kernel:
     layout: object
     bindings: tuple[str, ...]
     path: str
+    workgroup: int = 64  # its WG override constant: dispatch grids count workgroups of this size
 
 
 class PipelineCache:
@@ -72,6 +74,7 @@ class PipelineCache:
     def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
             constants: dict[str, float] | None = None, entry: str = "main") -> Kernel:
         code = render(path, params or {})
+        constants = tuned_constants(self.context, path, constants)  # a tuned WG where wgnn tune measured one
         key = (hashlib.sha1(code.encode()).hexdigest(), entry, tuple(sorted((constants or {}).items())), bindings)
         kernel = self.pipelines.get(key)
         if kernel is None:
@@ -107,7 +110,7 @@ class PipelineCache:
         except Exception as exc:
             raise KernelCompileError(f"kernels_wgsl/{path} failed to compile on {self.context.name}:\n{exc}") from None
         self.compiled += 1
-        return Kernel(pipeline, layout, bindings, path)
+        return Kernel(pipeline, layout, bindings, path, int(constants.get("WG", 64)))
 
 
 def pipeline_cache(context) -> PipelineCache:

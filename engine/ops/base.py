@@ -5,6 +5,7 @@ types (the Unary family holds Relu, Sigmoid, ... as kinds of one op type "Unary"
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -33,7 +34,7 @@ class TensorSpec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # exact: numpy's int64 product would wrap on absurd shapes
 
     @property
     def nbytes(self) -> int:

@@ -29,6 +29,11 @@ def check_activation(ctx: InferContext) -> None:
         raise ctx.fail(f"unknown fused activation {kind!r}; expected one of {sorted(UNARY_KINDS)}")
 
 
+# Strides, dilations and pads past this are absurd (a corrupted model) and would overflow the
+# kernels' 32-bit index arithmetic.
+WINDOW_LIMIT = 2 ** 31
+
+
 def spatial_list(ctx: InferContext, name: str, rank: int, default: int) -> list[int]:
     """A per-spatial-axis attribute (strides, dilations, ...) with its default filled in."""
     values = ctx.attrs[name]
@@ -36,6 +41,9 @@ def spatial_list(ctx: InferContext, name: str, rank: int, default: int) -> list[
         return [default] * rank
     if len(values) != rank:
         raise ctx.fail(f"{name} {values} has {len(values)} entries, the op has {rank} spatial axes")
+    lowest = min(default, 1)  # strides and dilations from 1, output padding from 0
+    if any(not lowest <= v < WINDOW_LIMIT for v in values):
+        raise ctx.fail(f"{name} {values} must be in [{lowest}, {WINDOW_LIMIT})")
     return list(values)
 
 
@@ -47,6 +55,8 @@ def explicit_pads(ctx: InferContext, rank: int) -> list[int]:
         raise ctx.fail(f"pads {pads} should have {2 * rank} entries (begin and end per spatial axis)")
     if any(p < 0 for p in pads):
         raise ctx.fail(f"negative pads {pads} are not supported")
+    if any(p >= WINDOW_LIMIT for p in pads):
+        raise ctx.fail(f"pads {pads} must be below {WINDOW_LIMIT}")
     return list(pads)
 
 

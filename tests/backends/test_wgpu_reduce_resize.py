@@ -63,9 +63,12 @@ def test_nan_like_numpy():
 def test_integer_reductions(dtype):
     x = rng.integers(-9, 10, (3, 7, 4)).astype(dtype)
     for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceSumSquare"):
-        assert not against_numpy(op, [x, Const(np.array([0, 2], np.int64))], {"keepdims": 0})
+        reasons = against_numpy(op, [x, Const(np.array([0, 2], np.int64))], {"keepdims": 0})
+        # int64 sums can pass int32, so they run on numpy; max/min only select values
+        summing = dtype == np.int64 and op not in ("ReduceMax", "ReduceMin")
+        assert (bool(reasons) and all("wrap silently" in r for r in reasons)) if summing else not reasons
     squares = np.array([[3, 4], [5, 12], [20, 21], [0, 0], [1, 1]], dtype)  # perfect squares: exact isqrt
-    assert not against_numpy("ReduceL2", [squares, Const(np.array([1], np.int64))])
+    assert bool(against_numpy("ReduceL2", [squares, Const(np.array([1], np.int64))])) == (dtype == np.int64)
     assert not against_numpy("ReduceMax", [np.zeros((2, 0, 3), np.int32), Const(np.array([1], np.int64))])
 
 

@@ -27,7 +27,8 @@ def chain_model(extra_outputs=()):
 def test_intermediate_tensors_as_outputs(target):
     providers, adapter = (target[0], "numpy"), (int(target[1]) if len(target) > 1 else None)
     config = wgnn.Config(providers=providers if target[0] == "wgpu" else ("numpy",), adapter=adapter)
-    session = wgnn.InferenceSession(chain_model(), config=config)
+    # Unoptimised, so fusion keeps every intermediate tensor (fused chains have none).
+    session = wgnn.InferenceSession(wgnn.convert(chain_model(), optimize=False), config=config)
     wanted = ["y", "t1", "t2", "t3"]
     reference = ort.InferenceSession(chain_model(wanted[1:]).SerializeToString(), providers=["CPUExecutionProvider"])
     for batch in (2, 3):
@@ -44,3 +45,5 @@ def test_unknown_intermediate_name_is_an_input_error():
     session = wgnn.InferenceSession(chain_model(), providers=["numpy"])
     with pytest.raises(wgnn.InputError, match="no_such_tensor"):
         session.run(["y", "no_such_tensor"], {"x": np.zeros((1, 6, 5, 4), np.float32)})
+    with pytest.raises(wgnn.InputError, match=r"'t2'.*optimize=False"):  # fused into one kernel
+        session.run(["y", "t2"], {"x": np.zeros((1, 6, 5, 4), np.float32)})

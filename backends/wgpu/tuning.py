@@ -1,0 +1,355 @@
+"""Per-adapter tuning: a JSON cache on disk of what was measured on an adapter, and the hooks that
+use it.
+
+- NC4HW4 storage: `Config(storage="auto")` takes the storage (texture or buffer) that `wgnn tune`
+  measured faster on the adapter, else the built-in default (buffers in fp32, textures in fp16).
+- Workgroup sizes: kernels in TUNABLE_KERNELS get the `WG` override constant `wgnn tune` measured
+  best (the loader asks tuned_constants(); a dispatch sizes its grid from the kernel's WG).
+- Providers: `Config(providers=["auto"])` runs a small CNN on wgpu and on numpy once per adapter
+  (measure_providers), stores the medians here and picks the faster.
+
+The cache file is `$WGNN_CACHE_DIR/tuning.json` (default `~/.cache/wgnn/tuning.json`); entries are
+keyed by adapter name, backend, driver string and wgnn version, so a driver or wgnn update misses
+and falls back to the defaults until measured again.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...engine.errors import WgnnError
+
+log = logging.getLogger("wgnn.wgpu")
+
+CACHE_ENV = "WGNN_CACHE_DIR"
+CACHE_FILE = "tuning.json"
+CACHE_FORMAT = 1
+DEFAULT_WORKGROUP = 64  # backend.WORKGROUP (not imported: backend.py imports this module)
+WORKGROUP_CANDIDATES = (32, 64, 128, 256)
+# Kernels whose WG only says how many invocations share a workgroup: every invocation finds its work
+# from linear_id(gid, nwg, WG), returns past the count in params slot 0, and uses no workgroup memory
+# or barriers, so any WG gives the same results. Kernels outside this set always get the WG their
+# caller passes (matmul tiles, the RNN recurrence and the image kernel depend on it).
+TUNABLE_KERNELS = frozenset({
+    "conv/conv_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
+    "conv/depthwise3x3_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl", "conv/winograd2_input.wgsl",
+    "conv/winograd2_output.wgsl", "conv/winograd4_input.wgsl", "conv/winograd4_output.wgsl",
+    "conv/winograd_gemm.wgsl", "pool/pool_nc4hw4.wgsl", "elementwise/binary_nc4hw4.wgsl",
+    "elementwise/unary_nc4hw4.wgsl",
+})
+PROBE_ROUNDS = 9  # alternating runs of the providers probe (median of each)
+PROBE_WARMUP = 2
+
+_lock = threading.Lock()
+_loaded: dict[str, tuple[tuple, dict]] = {}  # cache path -> (file identity, parsed document)
+_trial: dict[str, int] | None = None  # set by trial_workgroups() while wgnn tune measures
+_announced: set[tuple] = set()  # (adapter key, what) logged at INFO already
+
+
+# ------------------------------------------------------------------------------------ the cache
+def cache_dir() -> Path:
+    """The folder of the tuning cache: $WGNN_CACHE_DIR, else ~/.cache/wgnn."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "wgnn"
+
+
+def cache_path() -> Path:
+    return cache_dir() / CACHE_FILE
+
+
+def wgnn_version() -> str:
+    from ... import __version__
+
+    return __version__
+
+
+def adapter_key(info) -> str:
+    """The cache key of an adapter (a context.AdapterInfo): what must match for a measurement to
+    still hold."""
+    return f"{info.name} | {info.backend} | {info.driver} | wgnn {wgnn_version()}"
+
+
+def load_cache() -> dict:
+    """The cache document {"format", "entries": {key: entry}}; empty when there is none. A file
+    that cannot be read is reported once and treated as empty (sessions never fail on it)."""
+    path = cache_path()
+    try:
+        stat = path.stat()
+    except OSError:
+        return {"format": CACHE_FORMAT, "entries": {}}
+    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    with _lock:
+        known = _loaded.get(str(path))
+        if known is not None and known[0] == identity:
+            return known[1]
+    try:
+        document = json.loads(path.read_text())
+        if not isinstance(document, dict) or not isinstance(document.get("entries"), dict):
+            raise ValueError("no 'entries' object")
+        if document.get("format") != CACHE_FORMAT:
+            raise ValueError(f"format {document.get('format')!r}, this wgnn reads {CACHE_FORMAT}")
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring the tuning cache %s: %s (run `wgnn tune --clear`, then `wgnn tune`)", path, exc)
+        document = {"format": CACHE_FORMAT, "entries": {}}
+    with _lock:
+        _loaded[str(path)] = (identity, document)
+    return document
+
+
+def cache_entry(info) -> dict | None:
+    """The cached measurements of an adapter, or None."""
+    return load_cache()["entries"].get(adapter_key(info))
+
+
+def save_entry(info, updates: dict) -> Path:
+    """Merge updates into the adapter's entry (created with its identity fields) and write the
+    cache atomically. Returns the file's path."""
+    path = cache_path()
+    document = load_cache()
+    entries = dict(document["entries"])
+    entry = dict(entries.get(adapter_key(info)) or {"adapter": info.name, "backend": info.backend,
+                                                    "driver": info.driver, "wgnn": wgnn_version()})
+    entry.update(updates)
+    entry["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    entries[adapter_key(info)] = entry
+    _write(path, {"format": CACHE_FORMAT, "entries": entries})
+    return path
+
+
+def clear_cache(infos=None) -> int:
+    """Remove the cache file (infos None), or only the entries of the given adapters. Returns the
+    number of entries removed."""
+    path = cache_path()
+    document = load_cache()
+    if infos is None:
+        removed = len(document["entries"])
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        with _lock:
+            _loaded.pop(str(path), None)
+        return removed
+    keys = {adapter_key(info) for info in infos}
+    entries = {k: v for k, v in document["entries"].items() if k not in keys}
+    removed = len(document["entries"]) - len(entries)
+    if removed:
+        _write(path, {"format": CACHE_FORMAT, "entries": entries})
+    return removed
+
+
+def _write(path: Path, document: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        os.replace(temporary, path)  # readers see the old or the new file, never half of one
+    except OSError as exc:
+        raise WgnnError(f"could not write the tuning cache {path}: {exc} (set {CACHE_ENV} to a writable "
+                        "folder)") from None
+    with _lock:
+        _loaded.pop(str(path), None)
+
+
+def _announce(info, what: str, message: str, *args) -> None:
+    """Log a tuning decision at INFO once per adapter and decision (sessions are made often)."""
+    key = (adapter_key(info), what, *args)
+    if key not in _announced:
+        _announced.add(key)
+        log.info(message, *args)
+
+
+# ------------------------------------------------------------------------- workgroup sizes
+def tuned_workgroup(context, kernel_path: str, default: int) -> int:
+    """The WG the kernel kernels_wgsl/<kernel_path> runs with on this adapter: the tuned size when
+    the cache has one (and the adapter allows it), else default."""
+    if kernel_path not in TUNABLE_KERNELS:
+        return default
+    if _trial is not None:  # wgnn tune is measuring: its candidate, never an older cached choice
+        return _trial.get(kernel_path, default)
+    entry = cache_entry(context.info)
+    size = (entry or {}).get("workgroups", {}).get(kernel_path)
+    if not isinstance(size, int) or size == default:
+        return default
+    most = min(context.limits.get("max-compute-invocations-per-workgroup", 256),
+               context.limits.get("max-compute-workgroup-size-x", 256))
+    if not 1 <= size <= most:
+        log.debug("tuned WG %s of %s exceeds %s's limit %d: using %d", size, kernel_path, context.name, most, default)
+        return default
+    _announce(context.info, "wg", "%s runs with tuned workgroup size %d on %s", kernel_path, size, context.name)
+    return size
+
+
+def tuned_constants(context, path: str, constants: dict | None) -> dict:
+    """The override constants a pipeline of `path` is compiled with: WG replaced by the tuned size
+    where the caller passed the default. (The loader calls this, so every pipeline of a kernel,
+    those compiled ahead of a resize too, gets the same size.)"""
+    constants = dict(constants or {})
+    if constants.get("WG") == DEFAULT_WORKGROUP:
+        constants["WG"] = tuned_workgroup(context, path, DEFAULT_WORKGROUP)
+    return constants
+
+
+def kernel_grid(backend, invocations: int, kernel) -> tuple[int, int, int]:
+    """The dispatch grid of `invocations` invocations of a kernel compiled with WG = kernel.workgroup:
+    backend.grid() counts groups of the default size, so it is asked for as many of those as the
+    kernel needs groups (same 2-D split past the per-dimension limit)."""
+    workgroup = getattr(kernel, "workgroup", DEFAULT_WORKGROUP)
+    if workgroup == DEFAULT_WORKGROUP:
+        return backend.grid(invocations)
+    return backend.grid(math.ceil(invocations / workgroup) * DEFAULT_WORKGROUP)
+
+
+@contextlib.contextmanager
+def trial_workgroups(sizes: dict[str, int]):
+    """While active, tunable kernels get sizes[path] (default 64) instead of the cached choice:
+    for measuring candidates. Pipelines are keyed by their constants, so nothing is overwritten."""
+    global _trial
+    previous, _trial = _trial, dict(sizes)
+    try:
+        yield
+    finally:
+        _trial = previous
+
+
+# ---------------------------------------------------------------------------------- storage
+def default_storage(half: bool) -> str:
+    """NC4HW4 storage when nothing was measured: buffers in fp32, textures in fp16 (every adapter has
+    rgba16float; f16 buffers need shader-f16)."""
+    return "texture" if half else "buffer"
+
+
+def tuned_storage(context, half: bool) -> str:
+    """What Config(storage="auto") means on this adapter: the measured choice for the precision
+    when the cache has one, else default_storage(). Says which at INFO level."""
+    precision = "fp16" if half else "fp32"
+    entry = cache_entry(context.info) or {}
+    choice = entry.get("storage", {}).get(precision)
+    if choice == "buffer" and half and "shader-f16" not in context.features:
+        choice = None  # a hand-edited entry: f16 buffers cannot run here
+    if choice in ("texture", "buffer"):
+        timing = entry.get("storage_ms", {}).get(precision, {})
+        _announce(context.info, "storage", "storage='auto' on %s (%s): %s, tuned (%s; %s)", context.name, precision,
+                  choice, ", ".join(f"{k} {v:.3f} ms" for k, v in sorted(timing.items())) or "measured",
+                  str(cache_path()))
+        return choice
+    choice = default_storage(half)
+    _announce(context.info, "storage", "storage='auto' on %s (%s): %s, the default (no tuning entry in %s; "
+              "`wgnn tune` measures one)", context.name, precision, choice, str(cache_path()))
+    return choice
+
+
+# -------------------------------------------------------------------------------- providers
+def probe_model():
+    """The fixed model providers=["auto"] times: a small CNN (3 convs with ReLU, max pool, global
+    average pool, a dense layer) on a 1x3x32x32 input, built in the IR (no onnx needed)."""
+    from ...engine.graph import Graph, Model, Node, TensorInfo
+
+    rng = np.random.default_rng(0)
+
+    def weight(shape):
+        return (rng.standard_normal(shape) * math.sqrt(2.0 / math.prod(shape[1:]))).astype(np.float32)
+
+    inits = {"w1": weight((16, 3, 3, 3)), "w2": weight((16, 16, 3, 3)), "w3": weight((32, 16, 3, 3)),
+             "b1": np.zeros(16, np.float32), "b2": np.zeros(16, np.float32), "b3": np.zeros(32, np.float32),
+             "fc": weight((32, 10))}
+    conv = {"pads": [1, 1, 1, 1], "activation": "relu"}
+    nodes = [Node("Conv", ["x", "w1", "b1"], ["c1"], conv, "conv1"),
+             Node("Conv", ["c1", "w2", "b2"], ["c2"], conv, "conv2"),
+             Node("Pool", ["c2"], ["p"], {"kind": "max", "kernel_shape": [2, 2], "strides": [2, 2]}, "pool"),
+             Node("Conv", ["p", "w3", "b3"], ["c3"], conv, "conv3"),
+             Node("GlobalPool", ["c3"], ["g"], {"kind": "avg"}, "gap"),
+             Node("Flatten", ["g"], ["f"], {"axis": 1}, "flatten"),
+             Node("MatMul", ["f", "fc"], ["y"], {}, "dense")]
+    graph = Graph(nodes, [TensorInfo("x", "float32", (1, 3, 32, 32))], [TensorInfo("y", "float32", None)], inits,
+                  name="providers-probe")
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    return Model(graph, source="wgnn providers probe"), feeds
+
+
+def alternate(measures: dict, rounds: int) -> dict[str, list[float]]:
+    """Samples of each measure() (milliseconds), taken in turn round after round so a slow phase of
+    the machine hits all of them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(rounds):
+        for name, measure in measures.items():
+            samples[name].append(measure())
+    return samples
+
+
+def wall_ms(session, feeds) -> float:
+    start = time.perf_counter()
+    session.run(feeds)
+    return (time.perf_counter() - start) * 1e3
+
+
+def measure_providers(adapter: int, *, rounds: int = PROBE_ROUNDS, warmup: int = PROBE_WARMUP) -> dict:
+    """Time probe_model() end to end (upload, run, download: session.run) on ["wgpu", "numpy"] and
+    on ["numpy"], alternating; the faster becomes the "auto" choice. Returns the cache record."""
+    from ...engine.config import Config
+    from ...engine.interpreter import Interpreter
+    from ...engine.session import Session
+
+    model, feeds = probe_model()
+    interpreter = Interpreter(model)
+    sessions = {"wgpu": Session(interpreter, Config(providers=("wgpu", "numpy"), adapter=adapter)),
+                "numpy": Session(interpreter, Config(providers=("numpy",)))}
+    outputs = {name: session.run(feeds)["y"] for name, session in sessions.items()}
+    if not np.allclose(outputs["wgpu"], outputs["numpy"], rtol=1e-3, atol=1e-4):
+        raise WgnnError("the providers probe gave different results on wgpu and numpy")
+    for _ in range(warmup):
+        for session in sessions.values():
+            session.run(feeds)
+    samples = alternate({name: (lambda s=s: wall_ms(s, feeds)) for name, s in sessions.items()}, rounds)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    choice = ["wgpu", "numpy"] if medians["wgpu"] < medians["numpy"] else ["numpy"]
+    return {"choice": choice, "wgpu_ms": round(medians["wgpu"], 4), "numpy_ms": round(medians["numpy"], 4),
+            "rounds": rounds, "model": "CNN 1x3x32x32: 3 conv, 2 pools, dense",
+            "fallbacks": len(sessions["wgpu"].report()["fallbacks"])}
+
+
+def resolve_auto_providers(adapter=None) -> tuple[tuple[str, ...], dict]:
+    """What providers=["auto"] means for the adapter Config(adapter=...) names: ("wgpu", "numpy")
+    where the providers probe ran faster on wgpu, else ("numpy",). Uses the cache; measures (and
+    stores) once when the adapter has no entry. Returns (providers, the choice with its numbers)."""
+    from .context import get_context, gpu_available
+
+    unavailable = gpu_available()
+    if unavailable is not None:
+        choice = {"providers": ["numpy"], "reason": f"no GPU adapter: {unavailable}"}
+        log.info("providers=['auto']: numpy (%s)", choice["reason"])
+        return ("numpy",), choice
+    context = get_context(adapter)
+    record = (cache_entry(context.info) or {}).get("providers")
+    source = "cache"
+    if not _valid_record(record):
+        source = "measured"
+        try:
+            record = measure_providers(context.index)
+        except WgnnError as exc:
+            choice = {"providers": ["numpy"], "adapter": context.name, "reason": f"the probe failed: {exc}"}
+            log.warning("providers=['auto'] on %s: numpy (the probe failed: %s)", context.name, exc)
+            return ("numpy",), choice
+        try:
+            save_entry(context.info, {"providers": record})
+        except WgnnError as exc:  # a read-only home: the choice still holds for this process
+            log.warning("%s", exc)
+    providers = tuple(record["choice"])
+    choice = {"providers": list(providers), "adapter": context.name, "adapter_index": context.index,
+              "wgpu_ms": record["wgpu_ms"], "numpy_ms": record["numpy_ms"], "source": source,
+              "cache": str(cache_path())}
+    log.info("providers=['auto'] on %s: %s (probe CNN per run, median: wgpu %.3f ms, numpy %.3f ms; %s, %s)",
+             context.name, ", ".join(providers), record["wgpu_ms"], record["numpy_ms"], source, cache_path())
+    return providers, choice
+
+
+def _valid_record(record) -> bool:
+    return (isinstance(record, dict) and record.get("choice") in (["wgpu", "numpy"], ["numpy"])
+            and isinstance(record.get("wgpu_ms"), (int, float)) and isinstance(record.get("numpy_ms"), (int, float)))

@@ -1,0 +1,105 @@
+"""`wgnn tune`: --quick end to end in a subprocess with its own cache folder (structure only: which
+storage, size or provider wins is the machine's business, never asserted), --show, --clear, and
+the argument checks."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import gpu_adapters
+from wgnn.tools.tune import MARGIN
+
+needs_gpu = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+
+
+def tune(cache, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WGNN_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "tune", *args], capture_output=True, text=True,
+                          timeout=300, env=env, check=False)
+
+
+@needs_gpu
+def test_quick_tune_show_and_clear(tmp_path):
+    adapter = gpu_adapters()[0]
+    done = tune(tmp_path, "--quick", "--adapter", "0", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    (entry,) = result["adapters"]
+    assert entry["index"] == 0 and entry["quick"] is True and entry["rounds"] == 3
+    assert entry["adapter"] == f"{adapter['name']} ({adapter['backend']})"
+    assert entry["method"] in ("timestamp-query", "wall")
+    assert list(entry["storage"]) == ["fp32"]  # --quick measures fp32 only
+    storage = entry["storage"]["fp32"]
+    assert storage["choice"] in ("buffer", "texture")
+    assert len(storage["cases"]) == 4
+    for ms in storage["cases"].values():
+        assert set(ms) == {"buffer", "texture"} and all(v > 0 for v in ms.values())
+    for name in ("buffer", "texture"):
+        assert storage["total_ms"][name] == pytest.approx(sum(ms[name] for ms in storage["cases"].values()), abs=1e-3)
+    # The default (buffer in fp32) unless texture is MARGIN faster.
+    totals = storage["total_ms"]
+    assert storage["default"] == "buffer"
+    assert storage["choice"] == ("texture" if totals["texture"] < totals["buffer"] * (1 - MARGIN) else "buffer")
+    assert entry["workgroups"], "no tunable kernel measured"
+    for row in entry["workgroups"].values():
+        assert set(row["ms"]) == {"32", "64"} and row["best"] in (32, 64) and row["kernels"]
+        assert row["best"] == (32 if row["ms"]["32"] < row["ms"]["64"] * (1 - MARGIN) else 64)
+    probe = entry["providers"]
+    assert probe["choice"] in (["wgpu", "numpy"], ["numpy"]) and probe["wgpu_ms"] > 0 and probe["numpy_ms"] > 0
+    assert (probe["choice"] == ["numpy"]) == (probe["numpy_ms"] <= probe["wgpu_ms"])
+
+    cache = tmp_path / "tuning.json"
+    assert entry["cache"] == str(cache) and cache.exists()
+    shown = tune(tmp_path, "--show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    (key,) = document["entries"]
+    assert key == f"{adapter['name']} | {adapter['backend']} | {adapter['driver']} | wgnn {wgnn_version()}"
+    stored = document["entries"][key]
+    assert stored["storage"] == {"fp32": storage["choice"]} and stored["providers"]["choice"] == probe["choice"]
+    assert stored["workgroups"] == {k: row["best"] for row in entry["workgroups"].values() for k in row["kernels"]}
+
+    table = tune(tmp_path, "--show")
+    assert table.returncode == 0 and str(cache) in table.stdout and adapter["driver"] in table.stdout
+    assert f"fp32 {storage['choice']}" in table.stdout
+
+    # storage="auto" and providers=["auto"] in a new process follow what was stored.
+    check = subprocess.run([sys.executable, "-c", (
+        "import wgnn, json\n"
+        "from wgnn.backends.wgpu.tuning import probe_model\n"
+        "model, feeds = probe_model()\n"
+        "s = wgnn.InferenceSession(model, config=wgnn.Config(providers=('wgpu',), adapter=0))\n"
+        "a = wgnn.InferenceSession(model, providers=['auto'])\n"
+        "print(json.dumps([s.session.backends[0].nc4hw4_storage, a.get_providers(), a.providers_choice['source']]))")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "WGNN_CACHE_DIR": str(tmp_path)}, check=False)
+    assert check.returncode == 0, check.stderr
+    assert json.loads(check.stdout) == [storage["choice"], probe["choice"], "cache"]
+
+    cleared = tune(tmp_path, "--clear", "--adapter", "0")
+    assert cleared.returncode == 0 and "removed 1 entry" in cleared.stdout, cleared.stderr
+    assert json.loads(tune(tmp_path, "--show", "--json").stdout)["entries"] == {}
+    cleared = tune(tmp_path, "--clear")
+    assert cleared.returncode == 0 and "removed 0 entries" in cleared.stdout
+    assert not cache.exists()
+    assert "no tuning cache entries" in tune(tmp_path, "--show").stdout
+
+
+def wgnn_version() -> str:
+    import wgnn
+
+    return wgnn.__version__
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--show", "--clear"], "--show and --clear do not go together"),
+    (["--runs", "0"], "--runs must be at least 1"),
+    (["--show", "--quick"], "--quick and --runs go with measuring, not with --show or --clear"),
+])
+def test_argument_errors(tmp_path, args, message):
+    done = tune(tmp_path, *args)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"wgnn: error: {message}", done.stderr
+    assert not (tmp_path / "tuning.json").exists()

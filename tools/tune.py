@@ -1,0 +1,288 @@
+"""`wgnn tune`: measure, per adapter, what the tuning cache (backends/wgpu/tuning.py) stores.
+
+1. NC4HW4 storage: a few representative ops (Conv 3x3, depthwise 3x3, max pool, Add of two NC4HW4
+   maps), each as a small model run through a real session, once with storage="buffer" and once
+   with "texture", timed in turn; the storage with the smaller sum of medians becomes what
+   storage="auto" means (fp32; fp16 too where f16 buffers can run, i.e. with shader-f16).
+2. Workgroup sizes: the same ops with every candidate WG for the kernels they dispatch (only
+   kernels in TUNABLE_KERNELS), timed in turn; the fastest WG is stored per kernel.
+   In both, a choice other than the default must be MARGIN faster than the default to be taken.
+3. Providers: the providers probe (tuning.measure_providers) that providers=["auto"] decides by.
+
+An op's time is the GPU time of its own steps from timestamp queries where the adapter has them
+(layout conversions excluded), else the wall time of the submission that runs it. Every variant's
+output is checked against the numpy backend first. Nothing here asserts a speed.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+
+from ..engine.errors import WgnnError
+
+ROUNDS, QUICK_ROUNDS = 7, 3
+WARMUP, QUICK_WARMUP = 2, 1
+# A non-default storage or workgroup size is stored only when it is this much faster than the default:
+# smaller differences were within run-to-run noise here (2 shared cores), and would make the choice flip.
+MARGIN = 0.05
+
+
+def case_specs(quick: bool) -> list[dict]:
+    """The measured ops: name, the op type timed, and sizes (quick: tiny, for smoke tests)."""
+    c, s = (8, 8) if quick else (32, 28)
+    d = 8 if quick else 64
+    return [{"case": f"Conv 3x3 {c}->{c} @{s}", "kind": "conv", "op": "Conv", "channels": c, "size": s},
+            {"case": f"depthwise 3x3 {d} @{s}", "kind": "depthwise", "op": "Conv", "channels": d, "size": s},
+            {"case": f"MaxPool 3x3/2 {c} @{s}", "kind": "pool", "op": "Pool", "channels": c, "size": s},
+            {"case": f"Add NC4HW4 {c} @{s}", "kind": "add", "op": "Binary", "channels": c, "size": s}]
+
+
+def case_model(spec: dict):
+    """The case as a wgnn Model (built in the IR: no onnx needed) and its feeds. Add takes the
+    outputs of two 1x1 convs, so both of its inputs are NC4HW4 as in a real network."""
+    from ..engine.graph import Graph, Model, Node, TensorInfo
+
+    rng = np.random.default_rng(0)
+    c, s = spec["channels"], spec["size"]
+    pads = {"pads": [1, 1, 1, 1]}
+    inits: dict[str, np.ndarray] = {"b": rng.standard_normal(c).astype(np.float32)}
+    kind = spec["kind"]
+    if kind == "conv":
+        inits["w"] = (rng.standard_normal((c, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
+        nodes = [Node("Conv", ["x", "w", "b"], ["y"], pads, "conv")]
+    elif kind == "depthwise":
+        inits["w"] = (rng.standard_normal((c, 1, 3, 3)) / 3).astype(np.float32)
+        nodes = [Node("Conv", ["x", "w", "b"], ["y"], {**pads, "group": c}, "depthwise")]
+    elif kind == "pool":
+        inits.clear()
+        nodes = [Node("Pool", ["x"], ["y"], {"kind": "max", "kernel_shape": [3, 3], "strides": [2, 2], **pads},
+                      "pool")]
+    else:
+        inits["w1"] = (rng.standard_normal((c, c, 1, 1)) / math.sqrt(c)).astype(np.float32)
+        inits["w2"] = (rng.standard_normal((c, c, 1, 1)) / math.sqrt(c)).astype(np.float32)
+        nodes = [Node("Conv", ["x", "w1", "b"], ["a"], {}, "conv_a"), Node("Conv", ["x", "w2"], ["c"], {}, "conv_b"),
+                 Node("Binary", ["a", "c"], ["y"], {"kind": "add"}, "add")]
+    graph = Graph(nodes, [TensorInfo("x", "float32", (1, c, s, s))], [TensorInfo("y", "float32", None)], inits,
+                  name=spec["case"])
+    return Model(graph, source="wgnn tune"), {"x": rng.standard_normal((1, c, s, s)).astype(np.float32)}
+
+
+class TimedCase:
+    """One case on one configuration: planned, checked against numpy, warmed up, then profiled;
+    measure() runs it once and returns the op's milliseconds."""
+
+    def __init__(self, spec: dict, config, reference: np.ndarray, warmup: int):
+        from ..engine.interpreter import Interpreter
+        from ..engine.session import Session
+
+        self.spec = spec
+        self.model, self.feeds = case_model(spec)
+        self.session = Session(Interpreter(self.model), config)
+        got = self.session.run(self.feeds)["y"]
+        fallbacks = self.session.report()["fallbacks"]
+        if fallbacks:
+            raise WgnnError(f"{spec['case']}: ran on the CPU: {fallbacks[0]['reasons']}")
+        tolerance = 2e-2 if config.precision == "fp16" else 1e-4
+        if not np.allclose(got, reference, rtol=tolerance, atol=tolerance):
+            raise WgnnError(f"{spec['case']}: wrong results with {describe(config)} "
+                            f"(max abs error {float(np.abs(got - reference).max()):.3g})")
+        for _ in range(warmup):
+            self.session.run(self.feeds)
+        self.backend = next(b for b in self.session.backends if hasattr(b, "enable_profiling"))
+        steps = [(step, ex) for seg in self.session.segments for step, ex in seg.steps]
+        self.kernels = sorted({d.kernel.path for step, ex in steps if step.op.op_type == spec["op"]
+                               for d in getattr(ex, "dispatches", [])})
+        self.workgroups = sorted({d.kernel.workgroup for step, ex in steps if step.op.op_type == spec["op"]
+                                  for d in getattr(ex, "dispatches", [])})
+        self.profiler = self.backend.enable_profiling(len(steps))
+
+    def measure(self) -> float:
+        self.session.run(self.feeds)
+        total = 0.0
+        for record in self.profiler.take():
+            if record["method"] != "timestamp-query":
+                total += record["wall_ms"]
+                continue
+            total += sum(end - begin for step, _, begin, end in record["steps"]
+                         if begin is not None and step.op.op_type == self.spec["op"])
+        return total
+
+    def close(self) -> None:
+        self.backend.disable_profiling()
+
+
+def describe(config) -> str:
+    return f"storage={config.storage} precision={config.precision}"
+
+
+def reference_output(spec: dict) -> np.ndarray:
+    from ..engine.config import Config
+    from ..engine.interpreter import Interpreter
+    from ..engine.session import Session
+
+    model, feeds = case_model(spec)
+    return Session(Interpreter(model), Config(providers=("numpy",))).run(feeds)["y"]
+
+
+def compare(variants: dict[str, TimedCase], rounds: int) -> dict[str, float]:
+    """Median ms of each variant, timed in turn round after round."""
+    from ..backends.wgpu.tuning import alternate
+
+    try:
+        samples = alternate({name: case.measure for name, case in variants.items()}, rounds)
+    finally:
+        for case in variants.values():
+            case.close()
+    return {name: round(statistics.median(values), 4) for name, values in samples.items()}
+
+
+def tune_storage(index: int, specs: list[dict], references: dict, precision: str, rounds: int, warmup: int) -> dict:
+    from ..backends.wgpu.tuning import default_storage
+    from ..engine.config import Config
+
+    cases, totals = {}, {"buffer": 0.0, "texture": 0.0}
+    for spec in specs:
+        variants = {storage: TimedCase(spec, Config(providers=("wgpu",), adapter=index, storage=storage,
+                                                    precision=precision), references[spec["case"]], warmup)
+                    for storage in ("buffer", "texture")}
+        cases[spec["case"]] = compare(variants, rounds)
+        for storage, ms in cases[spec["case"]].items():
+            totals[storage] += ms
+    totals = {k: round(v, 4) for k, v in totals.items()}
+    default = default_storage(precision == "fp16")
+    other = "buffer" if default == "texture" else "texture"
+    choice = other if totals[other] < totals[default] * (1 - MARGIN) else default
+    return {"choice": choice, "default": default, "total_ms": totals, "cases": cases}
+
+
+def tune_workgroups(context, specs: list[dict], references: dict, storage: str, candidates, rounds: int,
+                    warmup: int) -> dict:
+    from ..backends.wgpu.tuning import DEFAULT_WORKGROUP, TUNABLE_KERNELS, trial_workgroups
+    from ..engine.config import Config
+
+    most = min(context.limits.get("max-compute-invocations-per-workgroup", 256),
+               context.limits.get("max-compute-workgroup-size-x", 256))
+    sizes = [size for size in candidates if size <= most]
+    config = Config(providers=("wgpu",), adapter=context.index, storage=storage)
+    result = {}
+    for spec in specs:
+        with trial_workgroups({}):
+            probe = TimedCase(spec, config, references[spec["case"]], 0)
+            probe.close()
+        kernels = [k for k in probe.kernels if k in TUNABLE_KERNELS]
+        if not kernels:
+            continue
+        variants = {}
+        for size in sizes:
+            # The trial is read while the session plans (pipelines are built then), not while it runs.
+            with trial_workgroups(dict.fromkeys(kernels, size)):
+                variants[str(size)] = TimedCase(spec, config, references[spec["case"]], warmup)
+            if variants[str(size)].workgroups != [size]:
+                raise WgnnError(f"{spec['case']}: asked for WG {size}, the kernels ran with "
+                                f"{variants[str(size)].workgroups}")
+        ms = compare(variants, rounds)
+        best = min(sizes, key=lambda size: ms[str(size)])
+        if DEFAULT_WORKGROUP in sizes and ms[str(best)] >= ms[str(DEFAULT_WORKGROUP)] * (1 - MARGIN):
+            best = DEFAULT_WORKGROUP
+        result[spec["case"]] = {"kernels": kernels, "ms": ms, "best": best}
+    return result
+
+
+def tune_adapter(index: int, *, quick: bool = False, rounds: int | None = None, show_progress: bool = True) -> dict:
+    """Measure storage, workgroup sizes and providers on adapter `index` and store them in the cache.
+    Returns what was stored plus the per-case details."""
+    from ..backends.wgpu.context import get_context
+    from ..backends.wgpu.tuning import WORKGROUP_CANDIDATES, cache_path, measure_providers, save_entry
+    from .progress import progress
+
+    context = get_context(index)
+    rounds = rounds or (QUICK_ROUNDS if quick else ROUNDS)
+    warmup = QUICK_WARMUP if quick else WARMUP
+    specs = case_specs(quick)
+    references = {spec["case"]: reference_output(spec) for spec in specs}
+    precisions = ["fp32"] + (["fp16"] if not quick and "shader-f16" in context.features else [])
+    candidates = (32, 64) if quick else WORKGROUP_CANDIDATES
+    steps = [("storage", p) for p in precisions] + [("workgroups", None), ("providers", None)]
+    storage: dict[str, dict] = {}
+    workgroups: dict = {}
+    providers: dict = {}
+    method = "timestamp-query" if "timestamp-query" in context.features else "wall"
+    for what, precision in progress(steps, f"tuning adapter {index}", enabled=show_progress):
+        if what == "storage":
+            storage[precision] = tune_storage(index, specs, references, precision, rounds, warmup)
+        elif what == "workgroups":
+            workgroups = tune_workgroups(context, specs, references, storage["fp32"]["choice"], candidates, rounds,
+                                         warmup)
+            sizes = {kernel: row["best"] for row in workgroups.values() for kernel in row["kernels"]}
+            # Stored before the providers probe, so the probe runs with the tuned settings.
+            save_entry(context.info, {
+                "storage": {p: r["choice"] for p, r in storage.items()},
+                "storage_ms": {p: r["total_ms"] for p, r in storage.items()},
+                "workgroups": sizes, "method": method, "quick": quick, "rounds": rounds,
+                "cases": {"storage": {p: r["cases"] for p, r in storage.items()}, "workgroups": workgroups}})
+        else:
+            providers = measure_providers(index, rounds=rounds, warmup=warmup)
+            save_entry(context.info, {"providers": providers})
+    return {"index": index, "adapter": context.name, "method": method, "quick": quick, "rounds": rounds,
+            "storage": storage, "workgroups": workgroups, "providers": providers, "cache": str(cache_path())}
+
+
+def tune(adapters: list[int], **options) -> dict:
+    """`wgnn tune` on each adapter index in turn."""
+    return {"adapters": [tune_adapter(index, **options) for index in adapters]}
+
+
+def format_tuning(result: dict) -> str:
+    from .cli import table
+
+    lines = []
+    for entry in result["adapters"]:
+        timing = ("GPU timestamp queries" if entry["method"] == "timestamp-query"
+                  else "wall clock around submit + wait (no timestamp-query)")
+        lines += [f"adapter {entry['index']}: {entry['adapter']}   timing: {timing}"
+                  f"{'   (--quick: tiny sizes)' if entry['quick'] else ''}", ""]
+        for precision, found in entry["storage"].items():
+            rows = [[case, f"{ms['buffer']:.3f}", f"{ms['texture']:.3f}"] for case, ms in found["cases"].items()]
+            rows.append(["total", f"{found['total_ms']['buffer']:.3f}", f"{found['total_ms']['texture']:.3f}"])
+            lines += [f"NC4HW4 storage ({precision}): median ms of the op over {entry['rounds']} alternating runs "
+                      f"-> storage='auto' is {found['choice']} (default {found['default']}; another choice must "
+                      f"be {MARGIN:.0%} faster)", table(["case", "buffer", "texture"], rows), ""]
+        if entry["workgroups"]:
+            sizes = sorted({int(s) for row in entry["workgroups"].values() for s in row["ms"]})
+            rows = [[case, ", ".join(row["kernels"]), *(f"{row['ms'][str(s)]:.3f}" for s in sizes), row["best"]]
+                    for case, row in entry["workgroups"].items()]
+            lines += [f"workgroup size (WG): median ms of the op per size (default 64; another size must be "
+                      f"{MARGIN:.0%} faster)",
+                      table(["case", "kernels", *(f"WG {s}" for s in sizes), "best"], rows), ""]
+        p = entry["providers"]
+        lines += [f"providers probe ({p['model']}), median ms per run over {p['rounds']} alternating runs: wgpu "
+                  f"{p['wgpu_ms']:.3f}, numpy {p['numpy_ms']:.3f} -> providers=['auto'] is {p['choice']}", ""]
+    if result["adapters"]:
+        lines.append(f"stored in {result['adapters'][0]['cache']}")
+    return "\n".join(lines)
+
+
+def format_cache(document: dict, path: str) -> str:
+    """`wgnn tune --show`: one row per cached adapter (workgroup sizes other than the default)."""
+    from ..backends.wgpu.tuning import DEFAULT_WORKGROUP
+    from .cli import table
+
+    entries = document["entries"]
+    if not entries:
+        return f"no tuning cache entries in {path} (run `wgnn tune`)"
+    rows = []
+    for entry in entries.values():
+        storage = ", ".join(f"{p} {choice}" for p, choice in sorted(entry.get("storage", {}).items())) or "-"
+        tuned = entry.get("workgroups")
+        sizes = ("-" if tuned is None else ", ".join(f"{k.split('/')[-1]}={v}" for k, v in sorted(tuned.items())
+                                                     if v != DEFAULT_WORKGROUP) or "all 64")
+        probe = entry.get("providers")
+        providers = (f"{', '.join(probe['choice'])} (wgpu {probe['wgpu_ms']:.2f} ms, numpy {probe['numpy_ms']:.2f} ms)"
+                     if probe else "-")
+        rows.append([f"{entry['adapter']} ({entry['backend']})", entry["driver"], entry["wgnn"],
+                     entry.get("updated", "-"), storage, sizes, providers])
+    return (f"{path}\n"
+            + table(["adapter", "driver", "wgnn", "measured", "storage auto", "workgroup sizes", "providers auto"],
+                    rows))
