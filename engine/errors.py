@@ -60,6 +60,10 @@ class AdapterError(WgnnError):
     """No usable GPU adapter, or the adapter/device failed."""
 
 
+class HostMemoryError(WgnnError):
+    """A plan or a CPU kernel needs more memory than the machine gives: says what and how much."""
+
+
 class DeviceMemoryError(AdapterError):
     """A plan does not fit the GPU: says how many bytes it needs and what the adapter allows."""
 

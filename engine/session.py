@@ -12,7 +12,7 @@ import numpy as np
 from ..backends.base import BACKENDS, Backend, Execution, Step
 from .callbacks import Observer, StopRun
 from .continuation import Continuation
-from .errors import InputError, UnsupportedOpError, WgnnError
+from .errors import HostMemoryError, InputError, UnsupportedOpError, WgnnError
 from .feeds import check_feeds
 from .geometry import finalize
 from .graph import Node
@@ -82,10 +82,14 @@ class Session:
         self.segments, self.fallbacks = self._schedule(self.steps)
         for backend in self.backends:  # layouts per tensor, with the conversions they need
             backend.assign_layouts([s for s in self.segments if s.backend is backend], self.shapes.specs)
-        self.memory = self._plan_memory()
-        for segment in self.segments:
-            for _, execution in segment.steps:
-                execution.prepare()
+        try:
+            self.memory = self._plan_memory()
+            for segment in self.segments:
+                for _, execution in segment.steps:
+                    execution.prepare()
+        except MemoryError as exc:
+            raise HostMemoryError(f"out of host memory planning for input shapes {dict(shapes or {})}: "
+                                  f"{exc}") from None
         self.input_shapes = {name: spec.shape for name, spec in specs.items()}
         self.resize_count += 1
 
@@ -241,7 +245,12 @@ class Session:
         observer = Observer(callback) if callback else None
         try:
             for segment in self.segments:
-                segment.backend.execute(segment, values, observer)
+                try:
+                    segment.backend.execute(segment, values, observer)
+                except MemoryError as exc:
+                    labels = ", ".join(step.label for step, _ in segment.steps[:3])
+                    raise HostMemoryError(f"out of host memory running {labels}"
+                                          f"{' ...' if len(segment.steps) > 3 else ''}: {exc}") from None
         except StopRun:
             return {name: np.array(values[name]) for name in wanted if name in values}
         if self.continuation is not None:

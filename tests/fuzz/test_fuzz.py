@@ -111,13 +111,11 @@ def test_fuzz_loading_onnx_files(seeds, runner, tmp_path):
     assert not report.failures, failure_text(report)
 
 
-# Failures of the run path in code outside the loaders, reported to its owners (docs/reliability.md):
-# shapes made huge by mutated constants/attributes reach numpy allocations unchecked.
+# A mutated model may legitimately ask for more compute than the 2 s each input gets (a MatMul or
+# Conv made huge but still within memory): a slow answer, not a wgnn fault. Out-of-memory plans
+# and runs are typed errors (HostMemoryError), so they count as rejections.
 KNOWN_RUN_FAILURES = (
-    ("MemoryError", ""),  # engine/shapes.py has no size limit; numpy arena/kernels allocate it
-    ("ValueError", "array is too big"),  # the same past numpy's own maximum
-    ("ValueError", "Maximum allowed dimension exceeded"),
-    ("OverflowError", "too large to convert to C"),  # backends/numpy/conv.py with absurd dilations/pads
+    ("Hang", ""),
 )
 
 
