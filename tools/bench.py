@@ -162,6 +162,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,
         "dispatches": sum(len(ex.dispatches) for s in gpu_segments for _, ex in s.steps),
+        "encode_us_per_step": _encode_cost(gpu_segments, runs),
         "steps_per_backend": report["ops_per_backend"],
         "segments": len(session.segments),
         "fallbacks": len(report["fallbacks"]),
@@ -174,6 +175,26 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     if profile:
         result.update(_profile(session, feeds, runs, show_progress))
     return result
+
+
+def _encode_cost(segments, runs: int) -> float | None:
+    """Host time to record one GPU step into a command buffer (median over `runs` recordings of
+    every GPU segment, not submitted): the per-op overhead of run() beyond the GPU's own time."""
+    steps = [execution for segment in segments for _, execution in segment.steps]
+    if not steps:
+        return None
+    device = segments[0].backend.device
+    samples = []
+    for _ in range(max(runs, 3)):
+        encoder = device.create_command_encoder()
+        begin = time.perf_counter()
+        compute = encoder.begin_compute_pass()
+        for execution in steps:
+            execution.encode(compute)
+        compute.end()
+        encoder.finish()
+        samples.append((time.perf_counter() - begin) * 1e6 / len(steps))
+    return statistics.median(samples)
 
 
 def _profile(session, feeds: dict, runs: int, show_progress: bool) -> dict:

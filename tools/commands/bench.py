@@ -117,7 +117,9 @@ def format_bench(result: dict) -> str:
              f"first run {cold['first_run']:.1f} ms",
              "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
              + f"; {result['dispatches']} GPU dispatches per run; {result['segments']} segment(s); "
-               f"{result['fallbacks']} fallback(s)",
+               f"{result['fallbacks']} fallback(s)"
+             + (f"; host encoding {result['encode_us_per_step']:.1f} us per GPU step"
+                if result.get("encode_us_per_step") is not None else ""),
              ""]
     heading = ["runner", "median ms", "p90 ms", "min ms", "max ms"]
     rows = [["wgnn", _ms(lat["median"]), _ms(lat["p90"]), _ms(lat["min"]), _ms(lat["max"])]]
