@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PRECISIONS = ("fp32", "fp16")
+PRECISIONS = ("fp32", "fp16", "fp16-arith")
 STORAGES = ("auto", "texture", "buffer")
 
 
@@ -17,7 +17,11 @@ class Config:
             a measurement kept in the tuning cache (made once, when the cache has none; see
             backends/wgpu/tuning.py); `providers` then holds the choice and `providers_choice` why.
         adapter: GPU adapter choice (index, name substring, backend type or power preference).
-        precision: "fp32" or "fp16".
+        precision: "fp32"; "fp16" (NC4HW4 feature maps stored in 16 bits, arithmetic in f32); or
+            "fp16-arith" (16-bit storage and, on adapters with shader-f16, 16-bit arithmetic in the
+            kernels that have it: the NC4HW4 convs, depthwise, 1x1 and Winograd GEMMs, unary and
+            binary ops; long sums still accumulate in f32). Without shader-f16 it runs as "fp16"
+            and logs so at INFO level.
         storage: NC4HW4 storage on the GPU: "texture", "buffer" or "auto" (what `wgnn tune`
             measured faster on the adapter, else buffers in fp32 and textures in fp16).
     """

@@ -208,7 +208,7 @@ class WgpuBackend(Backend):
         storage = getattr(config, "storage", "auto")
         # fp16: NC4HW4 feature maps are stored in 16-bit floats (rgba16float textures, or f16 buffers
         # where the adapter has shader-f16); arithmetic and linear tensors stay f32.
-        self.half = getattr(config, "precision", "fp32") == "fp16"
+        self.half = getattr(config, "precision", "fp32") in ("fp16", "fp16-arith")
         if self.half and storage == "buffer" and "shader-f16" not in self.context.features:
             raise WgnnError(f"precision fp16 with storage='buffer' needs the shader-f16 feature, which "
                             f"{self.context.name} lacks; use storage='texture' or 'auto'")

@@ -22,6 +22,10 @@ WGNN_CONV_PATH=direct|gemm1x1|winograd|winograd2|winograd4|auto forces a path fo
 benchmarking where the conv allows it (elsewhere the cost model picks among the paths that can
 run; "winograd" lets it pick the unit). The pipelines of every candidate are compiled at prepare,
 so a resize that changes a path compiles nothing.
+
+Precision "fp16-arith" (on adapters with shader-f16): the kernels in HALF_SUMS multiply in 16 bits,
+with weights repacked to f16 at prepare, and sum in the type given there; the other kernels (and
+every epilogue: bias, residual, activation) stay 32-bit.
 """
 from __future__ import annotations
 
@@ -42,6 +46,17 @@ PATH_ENV = "WGNN_CONV_PATH"
 STICKY = 1.5
 PATH_CHOICES = ("auto", "direct", "gemm1x1", "winograd", "winograd2", "winograd4")
 NC4HW4_PIXELS = 8  # output pixels along W per invocation of the direct kernels
+# Kernels with a 16-bit arithmetic variant, and the type their sums run in there. The GEMM-like
+# kernels sum taps x input channels products (576 for 3x3 64->64): measured on lavapipe against
+# float64, 16-bit sums gave 3.5x the RMS error of f32 sums (1.8e-3 vs 5.3e-4 of the output's RMS;
+# f16 storage alone: 2.9e-4), so they add each slice's 4 f16 products (one mat4x4 x vec4) into f32
+# sums. The 3x3 depthwise sums 9 products: f16 throughout (6e-4 RMS).
+HALF_SUMS = {"conv/conv_nc4hw4.wgsl": "f32", "conv/conv4_nc4hw4.wgsl": "f32", "conv/gemm1x1_nc4hw4.wgsl": "f32",
+             "conv/winograd_gemm.wgsl": "f32", "conv/depthwise3x3_nc4hw4.wgsl": "f16"}
+# Winograd units whose GEMM may multiply in 16 bits. F(4,3)'s output transform (coefficients up to
+# 8) magnifies the f16 rounding of V and U: 1.3e-2 max error on 3x3 64->64 (F(2,3): 9e-4).
+HALF_WINOGRAD_UNITS = (2,)
+F16_MAX = 65504.0  # largest finite f16
 DW_SEGMENT = 16  # output pixels per invocation of depthwise_nc4hw4.wgsl (4 at a time; 4 to 32 measured alike)
 
 
@@ -267,8 +282,9 @@ def epilogue_params(step: Step) -> list:
             *accessor_params(r)]
 
 
-def feature_text(ex, **bindings: int) -> dict[str, str]:
-    """DECL_X / DECL_Y / DECL_R for the given bindings (x at slot 16, y at 21, r at 26) and ACT."""
+def feature_text(ex, kernel: str = "", **bindings: int) -> dict[str, str]:
+    """DECL_X / DECL_Y / DECL_R for the given bindings (x at slot 16, y at 21, r at 26), ACT, and
+    the arithmetic types FLOAT and ACC of `kernel` (arithmetic_text)."""
     from .conv import activation
     from .elementwise import feature_map_text
 
@@ -276,9 +292,38 @@ def feature_text(ex, **bindings: int) -> dict[str, str]:
     tensors = {"x": (step.inputs[0], 16, False), "y": (step.outputs[0], 21, True),
                "r": (residual_tensor(step), 26, False)}
     text = feature_map_text(ex, {var: (tensors[var][0], binding, tensors[var][1], tensors[var][2])
-                                 for var, binding in bindings.items()})
-    text["ACT"] = activation(step)[0]
-    return text
+                                 for var, binding in bindings.items()}, half=half_kernel(ex, kernel))
+    return {**text, **arithmetic_text(ex, kernel), "ACT": activation(step)[0]}
+
+
+def half_kernel(ex, kernel: str, allowed: bool = True) -> bool:
+    """Whether `kernel` computes in 16 bits in this session (precision fp16-arith, shader-f16);
+    `allowed` False keeps it 32-bit."""
+    from .layout import arithmetic
+
+    return allowed and kernel in HALF_SUMS and arithmetic(ex.backend) == "f16"
+
+
+def arithmetic_text(ex, kernel: str, allowed: bool = True) -> dict[str, str]:
+    """FLOAT (the multiply type, and the accessors') and ACC (the sums' type) of a kernel."""
+    from .layout import arithmetic_text as types
+
+    half = half_kernel(ex, kernel, allowed)
+    return {**types(half), "ACC": HALF_SUMS[kernel] if half else "f32"}
+
+
+def weight_packer(ex, kernel: str, pack, allowed: bool = True):
+    """`pack`, or for a kernel computing in 16 bits `pack` rounded to f16, its bits handed to the
+    backend as a float32 array of half the length (vec4<f16> pairs fill whole 32-bit words)."""
+    if not half_kernel(ex, kernel, allowed):
+        return pack
+
+    def pack_half(w: np.ndarray) -> np.ndarray:
+        # Clipped: a weight past the f16 range would become inf (none of the zoo's come close).
+        half = np.clip(np.asarray(pack(w), np.float32), -F16_MAX, F16_MAX).astype(np.float16)
+        return np.ascontiguousarray(half).reshape(-1).view(np.float32)
+
+    return pack_half
 
 
 _SCRATCH_TOKENS: dict[int, np.ndarray] = {}
@@ -345,12 +390,13 @@ def prepare_gemm1x1(ex, epilogue: list) -> None:
     step = ex.step
     x, y = step.input_specs[0].shape, step.output_specs[0].shape
     blocks, quads, c4in = ceil_div(y[2] * y[3], TILE_BLOCK), ceil_div(y[1], 4 * SLICE_BLOCK), ceil_div(x[1], 4)
-    weights = ex.packed_constant("gemm_weights", step.input_values[1],
-                                 lambda w: pack_quads(w.reshape(1, w.shape[0], w.shape[1])))
+    kernel = "conv/gemm1x1_nc4hw4.wgsl"
+    weights = ex.packed_constant("gemm_weights", step.input_values[1], weight_packer(
+        ex, kernel, lambda w: pack_quads(w.reshape(1, w.shape[0], w.shape[1]))))
     count = y[0] * quads * blocks
     params = [count, blocks, quads, c4in] + [0] * 8 + epilogue
     tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
-    ex.dispatch("conv/gemm1x1_nc4hw4.wgsl", tensors, params, count, text=feature_text(ex, x=0, y=3, r=4))
+    ex.dispatch(kernel, tensors, params, count, text=feature_text(ex, kernel, x=0, y=3, r=4))
 
 
 def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None = None) -> None:
@@ -386,9 +432,10 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
         group = geo["group"]
         slices = (c4out, c4in) if group == 1 else (cout // group // 4, x[1] // group // 4)
         count, pack, head = n * c4out * oh * blocks, pack_conv_weights, [blocks, *slices]
-    weights = ex.packed_constant(weights_key("direct", kernel), step.input_values[1], pack)
+    weights = ex.packed_constant(weights_key("direct", kernel), step.input_values[1], weight_packer(ex, kernel, pack))
     tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
-    ex.dispatch(kernel, tensors, [count, *head, *rest] + epilogue, count, text=feature_text(ex, x=0, y=3, r=4))
+    ex.dispatch(kernel, tensors, [count, *head, *rest] + epilogue, count,
+                text=feature_text(ex, kernel, x=0, y=3, r=4))
 
 
 def loop_iterations(step: Step, kind: str) -> int:

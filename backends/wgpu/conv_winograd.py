@@ -8,7 +8,9 @@ dispatches:
 3. output transform + epilogue (winograd{m}_output.wgsl): Y = A^T M A, bias, residual, activation.
 
 F(2,3) does 2.25x fewer multiplies than the direct conv, F(4,3) 4x, for scratch traffic and two more
-dispatches; conv_paths.py decides when that pays.
+dispatches; conv_paths.py decides when that pays. With precision "fp16-arith" the F(2,3) GEMM
+multiplies in 16 bits (U packed as f16, V rounded on load, sums in conv_paths.HALF_SUMS' type); the
+transforms, the scratch buffers and F(4,3)'s GEMM stay 32-bit (conv_paths.HALF_WINOGRAD_UNITS).
 """
 from __future__ import annotations
 
@@ -65,7 +67,15 @@ def winograd_geometry(unit: int, y_shape) -> dict:
 def prepare_winograd(ex, unit: int, begin, epilogue: list) -> None:
     """Dispatches of the Winograd path for execution ex (an NC4HW4 Conv, one group, 3x3 stride 1
     dilation 1); epilogue holds params slots 12..30 (bias, activation, residual, tensor dims)."""
-    from .conv_paths import bias_tensor, feature_text, residual_tensor, scratch
+    from .conv_paths import (
+        HALF_WINOGRAD_UNITS,
+        arithmetic_text,
+        bias_tensor,
+        feature_text,
+        residual_tensor,
+        scratch,
+        weight_packer,
+    )
 
     step = ex.step
     x, y = step.input_specs[0], step.output_specs[0]
@@ -75,7 +85,9 @@ def prepare_winograd(ex, unit: int, begin, epilogue: list) -> None:
     padded, quads, blocks = geo["padded"], geo["quads"], geo["padded"] // TILE_BLOCK
     v = scratch(ex, "winograd_v", positions * c4in * padded)
     m = scratch(ex, "winograd_m", positions * SLICE_BLOCK * quads * padded)
-    u = ex.packed_constant(f"winograd{unit}_weights", step.input_values[1], transformed_weights(unit))
+    gemm, half = "conv/winograd_gemm.wgsl", unit in HALF_WINOGRAD_UNITS
+    u = ex.packed_constant(f"winograd{unit}_weights", step.input_values[1],
+                           weight_packer(ex, gemm, transformed_weights(unit), half))
     tiles = [geo["tw"], geo["th"], padded]
     pads = [0] * 5 + list(begin)  # slots 5..11: pads at 10, 11
 
@@ -83,7 +95,7 @@ def prepare_winograd(ex, unit: int, begin, epilogue: list) -> None:
     ex.dispatch(f"conv/winograd{unit}_input.wgsl", [step.inputs[0], v], [count, *tiles, c4in, *pads] + epilogue,
                 count, text=feature_text(ex, x=0))
     count = positions * quads * blocks
-    ex.dispatch("conv/winograd_gemm.wgsl", [v, u, m], [count, blocks, quads, c4in, padded], count)
+    ex.dispatch(gemm, [v, u, m], [count, blocks, quads, c4in, padded], count, text=arithmetic_text(ex, gemm, half))
     count = y.shape[0] * ceil_div(y.shape[1], 4) * geo["th"] * geo["tw"]
     ex.dispatch(f"conv/winograd{unit}_output.wgsl", [m, bias_tensor(ex, u), step.outputs[0], residual_tensor(step)],
                 [count, *tiles, SLICE_BLOCK * quads, *pads] + epilogue, count, text=feature_text(ex, y=2, r=3))

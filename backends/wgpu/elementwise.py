@@ -100,13 +100,34 @@ def broadcast_params(out_shape, *shapes) -> list[int]:
     return params
 
 
-def feature_map_text(execution, names: dict[str, tuple[str, int, int, bool]]) -> dict[str, str]:
-    """DECL_<VAR> texts for NC4HW4 tensors: var -> (tensor, binding, params slot, written)."""
-    from .layout import nc4hw4_text
+def feature_map_text(execution, names: dict[str, tuple[str, int, int, bool]], *, half: bool = False) -> dict[str, str]:
+    """DECL_<VAR> texts for NC4HW4 tensors: var -> (tensor, binding, params slot, written), and
+    FLOAT, the arithmetic type: with `half` f16, the accessors then reading and writing vec4<f16>."""
+    from .layout import arithmetic_text, nc4hw4_text
 
     backend = execution.backend
-    return {f"DECL_{var.upper()}": nc4hw4_text(var, binding, slot, backend.placement(tensor), write=write)
+    text = {f"DECL_{var.upper()}": nc4hw4_text(var, binding, slot, backend.placement(tensor), write=write, half=half)
             for var, (tensor, binding, slot, write) in names.items()}
+    return {**text, **arithmetic_text(half)}
+
+
+# f16 arithmetic (precision "fp16-arith") for NC4HW4 Unary / Binary kinds whose expression uses
+# only WGSL built-ins (the prelude's wg_* helpers and bitcasts are f32-only), except periodic
+# functions: a 16-bit argument reduction keeps few correct digits once |v| reaches the hundreds.
+F32_ONLY_KINDS = {"sin", "cos", "tan"}
+# Largest finite f16: alpha / beta (Clip's FLT_MAX default bounds) are clamped to it, as WGSL lets
+# an f32 -> f16 conversion past it give either infinity or this value.
+F16_MAX = 65504.0
+
+
+def half_expression(kind: str, expr: str) -> bool:
+    return kind not in F32_ONLY_KINDS and "wg_" not in expr and "bitcast" not in expr
+
+
+def half_arithmetic(execution, kind: str, expr: str) -> bool:
+    from .layout import arithmetic
+
+    return arithmetic(execution.backend) == "f16" and half_expression(kind, expr)
 
 
 def int_scalar(value: float, low: int, high: int) -> int:
@@ -177,10 +198,15 @@ class UnaryGpu(GpuExecution):
         step = self.step
         spec = step.output_specs[0]
         blocks = math.prod(nc4hw4_dims(spec.shape))
-        params = [blocks, float(step.attrs["alpha"]), float(step.attrs["beta"]), 0]
-        params += accessor_params(step.input_specs[0]) + accessor_params(spec)
-        text = feature_map_text(self, {"x": (step.inputs[0], 0, 4, False), "y": (step.outputs[0], 1, 9, True)})
-        text["EXPR"] = self.expression(step)
+        expr = self.expression(step)
+        half = half_arithmetic(self, step.attrs["kind"], expr)
+        scalars = [float(step.attrs["alpha"]), float(step.attrs["beta"])]
+        if half:
+            scalars = [float(np.clip(v, -F16_MAX, F16_MAX)) for v in scalars]
+        params = [blocks, *scalars, 0] + accessor_params(step.input_specs[0]) + accessor_params(spec)
+        text = feature_map_text(self, {"x": (step.inputs[0], 0, 4, False), "y": (step.outputs[0], 1, 9, True)},
+                                half=half)
+        text["EXPR"] = expr
         self.dispatch("elementwise/unary_nc4hw4.wgsl", [step.inputs[0], step.outputs[0]], params, blocks, text=text)
 
 
@@ -254,9 +280,10 @@ class BinaryGpu(GpuExecution):
         blocks = math.prod(nc4hw4_dims(out.shape))
         params = [blocks, int(a.shape[1] == 1 < out.shape[1]), int(b.shape[1] == 1 < out.shape[1]), 0]
         params += accessor_params(a) + accessor_params(b) + accessor_params(out)
+        expr = binary_expression(kind, "float32")
         text = feature_map_text(self, {"a": (step.inputs[0], 0, 4, False), "b": (step.inputs[1], 1, 9, False),
-                                       "c": (step.outputs[0], 2, 14, True)})
-        text["EXPR"] = binary_expression(kind, "float32")
+                                       "c": (step.outputs[0], 2, 14, True)}, half=half_arithmetic(self, kind, expr))
+        text["EXPR"] = expr
         self.dispatch("elementwise/binary_nc4hw4.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]], params,
                       blocks, text=text)
 

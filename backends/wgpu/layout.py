@@ -4,12 +4,14 @@ A 4-D float tensor is either linear (NCHW, array<f32>) or NC4HW4: channel c in s
 c % 4, padding lanes zero, stored as an array<vec4<f32>> buffer ((n * C4 + c4) * H + y) * W + x or
 as an rgba32float 2-D array texture (x = W, y = H, layer = n * C4 + c4). Kernels written against
 load_NAME(n, c4, y, x) / store_NAME(n, c4, y, x, v) run on either storage: nc4hw4_text() generates
-those accessors (and their bindings) for the storage each tensor has.
+those accessors (and their bindings) for the storage each tensor has, on vec4<f32> or, for kernels
+computing in 16 bits (precision "fp16-arith", see arithmetic()), on vec4<f16>.
 """
 from __future__ import annotations
 
 import logging
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +32,7 @@ ACCESSOR_SLOTS = 5  # params slots per NC4HW4 tensor: N, C4, H, W, C
 class Placement:
     layout: str = LINEAR
     storage: str = BUFFER
-    half: bool = False  # NC4HW4 stored as 16-bit floats (precision "fp16"); arithmetic stays f32
+    half: bool = False  # NC4HW4 stored as 16-bit floats (precision "fp16" / "fp16-arith")
 
     @property
     def texture_format(self) -> str:
@@ -55,27 +57,57 @@ def accessor_params(spec: TensorSpec) -> list[int]:
     return [n, c4, h, w, spec.shape[1]]
 
 
-def nc4hw4_text(var: str, binding: int, slot: int, placement: Placement, *, write: bool) -> str:
-    """WGSL declaration of tensor `var` at `binding` with its accessor (load_var or store_var);
-    its dims are read from params slots slot..slot+4 (accessor_params)."""
+def arithmetic(backend) -> str:
+    """The arithmetic type ("f16" or "f32") of the kernels that have a 16-bit variant: "f16" where
+    the session asked for precision "fp16-arith", stores feature maps in 16 bits and the adapter
+    has shader-f16 (WGSL's f16 type needs it); elsewhere "fp16-arith" runs as "fp16"."""
+    if getattr(backend.config, "precision", "fp32") != "fp16-arith" or not backend.half:
+        return "f32"
+    if "shader-f16" in backend.context.features:
+        return "f16"
+    if backend not in _TOLD_NO_F16:  # once per session's backend, not per kernel
+        _TOLD_NO_F16.add(backend)
+        log.info("precision fp16-arith: %s lacks shader-f16, so kernels compute in f32 on 16-bit storage "
+                 "(as precision fp16)", backend.context.name)
+    return "f32"
+
+
+_TOLD_NO_F16: weakref.WeakSet = weakref.WeakSet()
+
+
+def arithmetic_text(half: bool) -> dict[str, str]:
+    """{{FLOAT}}, the arithmetic type of kernels that have a 16-bit variant (the name `wgnn shader`
+    gives it too, from --precision)."""
+    return {"FLOAT": "f16" if half else "f32"}
+
+
+def nc4hw4_text(var: str, binding: int, slot: int, placement: Placement, *, write: bool, half: bool = False) -> str:
+    """WGSL declaration of tensor `var` at `binding` with its accessor, load_var or store_var, on
+    vec4<f32> or with `half` on vec4<f16> (the kernel's arithmetic type; needs shader-f16), whatever
+    the storage's precision; its dims are read from params slots slot..slot+4 (accessor_params)."""
     n_c4, h, w, c = f"p({slot + 1}u)", f"p({slot + 2}u)", f"p({slot + 3}u)", f"p({slot + 4}u)"
+    t = "f16" if half else "f32"
+    head = f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<{t}>) {{\n" if write else \
+        f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<{t}> {{\n"
+    # Padding lanes are stored as zeros; the prelude's nc4hw4_mask is f32-only (the prelude must
+    # compile without shader-f16).
+    mask = (f"select(vec4<f16>(0.0), v, vec4<i32>(c4 * 4) + vec4<i32>(0, 1, 2, 3) < vec4<i32>({c}))" if half
+            else f"nc4hw4_mask(v, c4, {c})")
     if placement.storage == TEXTURE:
         if write:
             fmt = placement.texture_format
+            value = f"vec4<f32>({mask})" if half else mask
             return (f"@group(0) @binding({binding}) var {var}_t: texture_storage_2d_array<{fmt}, write>;\n"
-                    f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<f32>) {{\n"
-                    f"    textureStore({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, nc4hw4_mask(v, c4, {c}));\n}}")
+                    f"{head}    textureStore({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, {value});\n}}")
+        load = f"textureLoad({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, 0)"
         return (f"@group(0) @binding({binding}) var {var}_t: texture_2d_array<f32>;\n"
-                f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<f32> {{\n"
-                f"    return textureLoad({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, 0);\n}}")
+                f"{head}    return {f'vec4<f16>({load})' if half else load};\n}}")
     index = f"((n * {n_c4} + c4) * {h} + y) * {w} + x"
     element = "vec4<f16>" if placement.half else "vec4<f32>"
     decl = f"@group(0) @binding({binding}) var<storage, read_write> {var}_b: array<{element}>;\n"
     if write:
-        return decl + (f"fn store_{var}(n: i32, c4: i32, y: i32, x: i32, v: vec4<f32>) {{\n"
-                       f"    {var}_b[{index}] = {element}(nc4hw4_mask(v, c4, {c}));\n}}")
-    return decl + (f"fn load_{var}(n: i32, c4: i32, y: i32, x: i32) -> vec4<f32> {{\n"
-                   f"    return vec4<f32>({var}_b[{index}]);\n}}")
+        return decl + f"{head}    {var}_b[{index}] = {element}({mask});\n}}"
+    return decl + f"{head}    return vec4<{t}>({var}_b[{index}]);\n}}"
 
 
 def pack_nc4hw4(array: np.ndarray) -> np.ndarray:
@@ -118,6 +150,7 @@ class LayoutPlanner:
         return self.placements.get(name, LINEAR_BUFFER)
 
     def run(self, segments) -> None:
+        arithmetic(self.backend)  # says once per session where fp16-arith runs as fp16
         for segment in segments:
             steps = []
             for step, execution in segment.steps:

@@ -8,8 +8,12 @@
 // params: 0 = invocations, 1 = pixel blocks along W, 2 = output slice quads, 3 = input slices,
 // 4..5 = kernel H W, 6..7 = strides, 8..9 = dilations, 10..11 = pads (top, left), 12 = has bias,
 // 13 = alpha, 14 = beta (f32 bits), 15 = has residual, 16..20 x dims, 21..25 y dims, 26..30 r dims.
+// FLOAT is the multiply type of inputs and weights: 32-bit floats, or 16-bit ones for precision
+// fp16-arith (weights packed so, accessors typed so); ACC the type the sums run in (conv_paths.py:
+// 32-bit for these long sums). The epilogue is 32-bit, its result stored in the FLOAT type. No
+// type names in comments: the loader enables 16-bit floats wherever their name appears.
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<{{FLOAT}}>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}
@@ -20,30 +24,30 @@ fn act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{ACT}};
 }
 
-fn weights(i: i32) -> mat4x4<f32> {
-    return mat4x4<f32>(w[i], w[i + 1], w[i + 2], w[i + 3]);
+fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
+    return mat4x4<{{FLOAT}}>(w[i], w[i + 1], w[i + 2], w[i + 3]);
 }
 
 // Bias, residual, activation and store of output pixel (n, oc4, oy, ox) of one slice.
-fn store(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>) {
+fn store(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<{{ACC}}>) {
     if (oc4 >= p(22u)) {
         return;
     }
-    var v = acc;
+    var v = vec4<f32>(acc);
     if (p(12u) != 0) {
         v += bias[oc4];
     }
     if (p(15u) != 0) {
-        v += load_r(n, oc4, oy, ox);
+        v += vec4<f32>(load_r(n, oc4, oy, ox));
     }
     let alpha = pf(13u);
     let beta = pf(14u);
-    store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                      act(v.w, alpha, beta)));
+    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
+    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(out));
 }
 
 // One pixel's results for the 4 output slices from o0, unless it is past the row's end.
-fn put(n: i32, o0: i32, oy: i32, ox: i32, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) {
+fn put(n: i32, o0: i32, oy: i32, ox: i32, a: vec4<{{ACC}}>, b: vec4<{{ACC}}>, c: vec4<{{ACC}}>, d: vec4<{{ACC}}>) {
     if (ox < p(24u)) {
         store(n, o0, oy, ox, a);
         store(n, o0 + 1, oy, ox, b);
@@ -69,11 +73,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let sx = p(7u); let dx = p(9u);
     let la = vec4<i32>(ox0 * sx - p(11u)) + vec4<i32>(0, 1, 2, 3) * sx;  // first tap's columns, pixels 0-3
     let lb = la + vec4<i32>(4 * sx);  // pixels 4-7
-    let zero = vec4<f32>(0.0);
-    var a0 = zero; var a1 = zero; var a2 = zero; var a3 = zero; var a4 = zero; var a5 = zero; var a6 = zero; var a7 = zero;
-    var b0 = zero; var b1 = zero; var b2 = zero; var b3 = zero; var b4 = zero; var b5 = zero; var b6 = zero; var b7 = zero;
-    var c0 = zero; var c1 = zero; var c2 = zero; var c3 = zero; var c4 = zero; var c5 = zero; var c6 = zero; var c7 = zero;
-    var d0 = zero; var d1 = zero; var d2 = zero; var d3 = zero; var d4 = zero; var d5 = zero; var d6 = zero; var d7 = zero;
+    let zero = vec4<{{FLOAT}}>(0.0);
+    let none = vec4<{{ACC}}>(0.0);
+    var a0 = none; var a1 = none; var a2 = none; var a3 = none; var a4 = none; var a5 = none; var a6 = none; var a7 = none;
+    var b0 = none; var b1 = none; var b2 = none; var b3 = none; var b4 = none; var b5 = none; var b6 = none; var b7 = none;
+    var c0 = none; var c1 = none; var c2 = none; var c3 = none; var c4 = none; var c5 = none; var c6 = none; var c7 = none;
+    var d0 = none; var d1 = none; var d2 = none; var d3 = none; var d4 = none; var d5 = none; var d6 = none; var d7 = none;
     for (var ty = 0; ty < kh; ty++) {
         let iy = oy * p(6u) - p(10u) + ty * p(8u);
         if (iy < 0 || iy >= h) {
@@ -93,14 +98,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 let x2 = select(zero, load_x(n, k, iy, ca.z), ma.z); let x3 = select(zero, load_x(n, k, iy, ca.w), ma.w);
                 let x4 = select(zero, load_x(n, k, iy, cb.x), mb.x); let x5 = select(zero, load_x(n, k, iy, cb.y), mb.y);
                 let x6 = select(zero, load_x(n, k, iy, cb.z), mb.z); let x7 = select(zero, load_x(n, k, iy, cb.w), mb.w);
-                a0 += w0 * x0; b0 += w1 * x0; c0 += w2 * x0; d0 += w3 * x0;
-                a1 += w0 * x1; b1 += w1 * x1; c1 += w2 * x1; d1 += w3 * x1;
-                a2 += w0 * x2; b2 += w1 * x2; c2 += w2 * x2; d2 += w3 * x2;
-                a3 += w0 * x3; b3 += w1 * x3; c3 += w2 * x3; d3 += w3 * x3;
-                a4 += w0 * x4; b4 += w1 * x4; c4 += w2 * x4; d4 += w3 * x4;
-                a5 += w0 * x5; b5 += w1 * x5; c5 += w2 * x5; d5 += w3 * x5;
-                a6 += w0 * x6; b6 += w1 * x6; c6 += w2 * x6; d6 += w3 * x6;
-                a7 += w0 * x7; b7 += w1 * x7; c7 += w2 * x7; d7 += w3 * x7;
+                a0 += vec4<{{ACC}}>(w0 * x0); b0 += vec4<{{ACC}}>(w1 * x0); c0 += vec4<{{ACC}}>(w2 * x0); d0 += vec4<{{ACC}}>(w3 * x0);
+                a1 += vec4<{{ACC}}>(w0 * x1); b1 += vec4<{{ACC}}>(w1 * x1); c1 += vec4<{{ACC}}>(w2 * x1); d1 += vec4<{{ACC}}>(w3 * x1);
+                a2 += vec4<{{ACC}}>(w0 * x2); b2 += vec4<{{ACC}}>(w1 * x2); c2 += vec4<{{ACC}}>(w2 * x2); d2 += vec4<{{ACC}}>(w3 * x2);
+                a3 += vec4<{{ACC}}>(w0 * x3); b3 += vec4<{{ACC}}>(w1 * x3); c3 += vec4<{{ACC}}>(w2 * x3); d3 += vec4<{{ACC}}>(w3 * x3);
+                a4 += vec4<{{ACC}}>(w0 * x4); b4 += vec4<{{ACC}}>(w1 * x4); c4 += vec4<{{ACC}}>(w2 * x4); d4 += vec4<{{ACC}}>(w3 * x4);
+                a5 += vec4<{{ACC}}>(w0 * x5); b5 += vec4<{{ACC}}>(w1 * x5); c5 += vec4<{{ACC}}>(w2 * x5); d5 += vec4<{{ACC}}>(w3 * x5);
+                a6 += vec4<{{ACC}}>(w0 * x6); b6 += vec4<{{ACC}}>(w1 * x6); c6 += vec4<{{ACC}}>(w2 * x6); d6 += vec4<{{ACC}}>(w3 * x6);
+                a7 += vec4<{{ACC}}>(w0 * x7); b7 += vec4<{{ACC}}>(w1 * x7); c7 += vec4<{{ACC}}>(w2 * x7); d7 += vec4<{{ACC}}>(w3 * x7);
                 ui += 16;
             }
         }

@@ -11,8 +11,12 @@
 // per group, 4..5 = kernel H W, 6..7 = strides, 8..9 = dilations, 10..11 = pads (top, left),
 // 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 15 = has residual (r, of y's shape, added before
 // the activation), 16..20 x dims, 21..25 y dims, 26..30 r dims (N, C4, H, W, C).
+// FLOAT is the multiply type of inputs and weights: 32-bit floats, or 16-bit ones for precision
+// fp16-arith (weights packed so, accessors typed so); ACC the type the sums run in (conv_paths.py:
+// 32-bit for these long sums). The epilogue is 32-bit, its result stored in the FLOAT type. No
+// type names in comments: the loader enables 16-bit floats wherever their name appears.
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<{{FLOAT}}>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}
@@ -25,16 +29,16 @@ fn act(v: f32, alpha: f32, beta: f32) -> f32 {
 
 // Bias, residual, activation and store of output pixel (n, oc4, oy, ox) unless it is past the
 // row's end.
-fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
+fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<{{ACC}}>, b: vec4<f32>) {
     if (ox < p(24u)) {
-        var v = acc + b;
+        var v = vec4<f32>(acc) + b;
         if (p(15u) != 0) {
-            v += load_r(n, oc4, oy, ox);
+            v += vec4<f32>(load_r(n, oc4, oy, ox));
         }
         let alpha = pf(13u);
         let beta = pf(14u);
-        store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                          act(v.w, alpha, beta)));
+        let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
+        store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(out));
     }
 }
 
@@ -58,10 +62,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let sx = p(7u); let dx = p(9u);
     let la = vec4<i32>(ox0 * sx - p(11u)) + vec4<i32>(0, 1, 2, 3) * sx;  // first tap's columns, pixels 0-3
     let lb = la + vec4<i32>(4 * sx);  // pixels 4-7
-    let zero = vec4<f32>(0.0);
+    let zero = vec4<{{FLOAT}}>(0.0);
+    let none = vec4<{{ACC}}>(0.0);
 
-    var a0 = zero; var a1 = zero; var a2 = zero; var a3 = zero;
-    var a4 = zero; var a5 = zero; var a6 = zero; var a7 = zero;
+    var a0 = none; var a1 = none; var a2 = none; var a3 = none;
+    var a4 = none; var a5 = none; var a6 = none; var a7 = none;
     for (var ty = 0; ty < kh; ty++) {
         let iy = oy * p(6u) - p(10u) + ty * p(8u);
         if (iy < 0 || iy >= h) {
@@ -76,21 +81,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             let cb = clamp(ib, vec4<i32>(0), vec4<i32>(wd - 1));
             var wi = ((oc4 * kh + ty) * kw + tx) * cg4 * 4;
             for (var c = ic0; c < ic0 + cg4; c++) {
-                let m = mat4x4<f32>(w[wi], w[wi + 1], w[wi + 2], w[wi + 3]);
-                a0 += m * select(zero, load_x(n, c, iy, ca.x), ma.x);
-                a1 += m * select(zero, load_x(n, c, iy, ca.y), ma.y);
-                a2 += m * select(zero, load_x(n, c, iy, ca.z), ma.z);
-                a3 += m * select(zero, load_x(n, c, iy, ca.w), ma.w);
-                a4 += m * select(zero, load_x(n, c, iy, cb.x), mb.x);
-                a5 += m * select(zero, load_x(n, c, iy, cb.y), mb.y);
-                a6 += m * select(zero, load_x(n, c, iy, cb.z), mb.z);
-                a7 += m * select(zero, load_x(n, c, iy, cb.w), mb.w);
+                let m = mat4x4<{{FLOAT}}>(w[wi], w[wi + 1], w[wi + 2], w[wi + 3]);
+                a0 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, ca.x), ma.x));
+                a1 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, ca.y), ma.y));
+                a2 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, ca.z), ma.z));
+                a3 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, ca.w), ma.w));
+                a4 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, cb.x), mb.x));
+                a5 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, cb.y), mb.y));
+                a6 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, cb.z), mb.z));
+                a7 += vec4<{{ACC}}>(m * select(zero, load_x(n, c, iy, cb.w), mb.w));
                 wi += 4;
             }
         }
     }
 
-    var b = zero;
+    var b = vec4<f32>(0.0);
     if (p(12u) != 0) {
         b = bias[oc4];
     }

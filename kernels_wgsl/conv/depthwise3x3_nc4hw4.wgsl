@@ -7,8 +7,12 @@
 // params: 0 = invocations, 1 = column blocks (of 4), 2 = row blocks (of 4), 10..11 = pads (top,
 // left), 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 15 = has residual, 16..20 x dims,
 // 21..25 y dims, 26..30 r dims (N, C4, H, W, C).
+// FLOAT is the arithmetic type of taps, weights and sums: 32-bit floats, or 16-bit ones for
+// precision fp16-arith (weights packed so, accessors typed so; a sum of 9 products loses little in
+// 16 bits). The epilogue is 32-bit, its result stored in the FLOAT type. No type names in
+// comments: the loader enables 16-bit floats wherever their name appears.
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<{{FLOAT}}>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}
@@ -20,40 +24,41 @@ fn act(v: f32, alpha: f32, beta: f32) -> f32 {
 }
 
 // Input pixel (n, c4, iy, ix), or zeros in the padding.
-fn tap(n: i32, c4: i32, iy: i32, ix: i32) -> vec4<f32> {
+fn tap(n: i32, c4: i32, iy: i32, ix: i32) -> vec4<{{FLOAT}}> {
     let inside = iy >= 0 && iy < p(18u) && ix >= 0 && ix < p(19u);
-    return select(vec4<f32>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(ix, 0, p(19u) - 1)), inside);
+    return select(vec4<{{FLOAT}}>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(ix, 0, p(19u) - 1)), inside);
 }
 
 // The 6 input pixels of a block row.
-fn row(n: i32, c4: i32, iy: i32, ix: i32) -> array<vec4<f32>, 6> {
-    return array<vec4<f32>, 6>(tap(n, c4, iy, ix), tap(n, c4, iy, ix + 1), tap(n, c4, iy, ix + 2),
+fn row(n: i32, c4: i32, iy: i32, ix: i32) -> array<vec4<{{FLOAT}}>, 6> {
+    return array<vec4<{{FLOAT}}>, 6>(tap(n, c4, iy, ix), tap(n, c4, iy, ix + 1), tap(n, c4, iy, ix + 2),
                                tap(n, c4, iy, ix + 3), tap(n, c4, iy, ix + 4), tap(n, c4, iy, ix + 5));
 }
 
 // acc (4 output pixels of a row) plus one kernel row k applied to input row x.
-fn mac(acc: array<vec4<f32>, 4>, x: array<vec4<f32>, 6>, k: array<vec4<f32>, 3>) -> array<vec4<f32>, 4> {
-    return array<vec4<f32>, 4>(acc[0] + k[0] * x[0] + k[1] * x[1] + k[2] * x[2],
+fn mac(acc: array<vec4<{{FLOAT}}>, 4>, x: array<vec4<{{FLOAT}}>, 6>,
+       k: array<vec4<{{FLOAT}}>, 3>) -> array<vec4<{{FLOAT}}>, 4> {
+    return array<vec4<{{FLOAT}}>, 4>(acc[0] + k[0] * x[0] + k[1] * x[1] + k[2] * x[2],
                                acc[1] + k[0] * x[1] + k[1] * x[2] + k[2] * x[3],
                                acc[2] + k[0] * x[2] + k[1] * x[3] + k[2] * x[4],
                                acc[3] + k[0] * x[3] + k[1] * x[4] + k[2] * x[5]);
 }
 
 // Bias, residual, activation and store of output pixel (n, c4, oy, ox) when it is inside.
-fn put(n: i32, c4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
+fn put(n: i32, c4: i32, oy: i32, ox: i32, acc: vec4<{{FLOAT}}>, b: vec4<f32>) {
     if (oy < p(23u) && ox < p(24u)) {
-        var v = acc + b;
+        var v = vec4<f32>(acc) + b;
         if (p(15u) != 0) {
-            v += load_r(n, c4, oy, ox);
+            v += vec4<f32>(load_r(n, c4, oy, ox));
         }
         let alpha = pf(13u);
         let beta = pf(14u);
-        store_y(n, c4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                         act(v.w, alpha, beta)));
+        let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
+        store_y(n, c4, oy, ox, vec4<{{FLOAT}}>(out));
     }
 }
 
-fn put_row(n: i32, c4: i32, oy: i32, ox: i32, acc: array<vec4<f32>, 4>, b: vec4<f32>) {
+fn put_row(n: i32, c4: i32, oy: i32, ox: i32, acc: array<vec4<{{FLOAT}}>, 4>, b: vec4<f32>) {
     put(n, c4, oy, ox, acc[0], b);
     put(n, c4, oy, ox + 1, acc[1], b);
     put(n, c4, oy, ox + 2, acc[2], b);
@@ -73,13 +78,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let c4 = rest % c4s;
     let n = rest / c4s;
     let wi = c4 * 9;
-    let k0 = array<vec4<f32>, 3>(w[wi], w[wi + 1], w[wi + 2]);
-    let k1 = array<vec4<f32>, 3>(w[wi + 3], w[wi + 4], w[wi + 5]);
-    let k2 = array<vec4<f32>, 3>(w[wi + 6], w[wi + 7], w[wi + 8]);
+    let k0 = array<vec4<{{FLOAT}}>, 3>(w[wi], w[wi + 1], w[wi + 2]);
+    let k1 = array<vec4<{{FLOAT}}>, 3>(w[wi + 3], w[wi + 4], w[wi + 5]);
+    let k2 = array<vec4<{{FLOAT}}>, 3>(w[wi + 6], w[wi + 7], w[wi + 8]);
     let iy = oy - p(10u);
     let ix = ox - p(11u);
-    let zero = vec4<f32>(0.0);
-    let none = array<vec4<f32>, 4>(zero, zero, zero, zero);
+    let zero = vec4<{{FLOAT}}>(0.0);
+    let none = array<vec4<{{FLOAT}}>, 4>(zero, zero, zero, zero);
     // Input row j feeds output row r with kernel row j - r.
     let x0 = row(n, c4, iy, ix);
     var a0 = mac(none, x0, k0);
@@ -99,7 +104,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     a3 = mac(a3, x4, k1);
     let x5 = row(n, c4, iy + 5, ix);
     a3 = mac(a3, x5, k2);
-    var b = zero;
+    var b = vec4<f32>(0.0);
     if (p(12u) != 0) {
         b = bias[c4];
     }

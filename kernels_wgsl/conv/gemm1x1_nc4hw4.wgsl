@@ -9,8 +9,12 @@
 // params: 0 = invocations, 1 = pixel blocks per image (of 16), 2 = output slice quads, 3 = input
 // slices, 12 = has bias, 13 = alpha, 14 = beta (f32 bits), 15 = has residual, 16..20 x dims,
 // 21..25 y dims, 26..30 r dims (N, C4, H, W, C).
+// FLOAT is the multiply type of inputs and weights: 32-bit floats, or 16-bit ones for precision
+// fp16-arith (weights packed so, accessors typed so); ACC the type the sums run in (conv_paths.py:
+// 32-bit for these long sums). The epilogue is 32-bit, its result stored in the FLOAT type. No
+// type names in comments: the loader enables 16-bit floats wherever their name appears.
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> w: array<vec4<{{FLOAT}}>>;
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}
@@ -21,8 +25,8 @@ fn act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{ACT}};
 }
 
-fn weights(i: i32) -> mat4x4<f32> {
-    return mat4x4<f32>(w[i], w[i + 1], w[i + 2], w[i + 3]);
+fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
+    return mat4x4<{{FLOAT}}>(w[i], w[i + 1], w[i + 2], w[i + 3]);
 }
 
 // (row, column) of pixel q of an image; pixels past the end read the last one (never stored).
@@ -32,25 +36,25 @@ fn pixel(q: i32) -> vec2<i32> {
 }
 
 // Bias, residual, activation and store of one pixel of output slice oc4, when both exist.
-fn store(n: i32, oc4: i32, q: i32, at: vec2<i32>, acc: vec4<f32>) {
+fn store(n: i32, oc4: i32, q: i32, at: vec2<i32>, acc: vec4<{{ACC}}>) {
     if (oc4 >= p(22u)) {
         return;
     }
-    var v = acc;
+    var v = vec4<f32>(acc);
     if (p(12u) != 0) {
         v += bias[oc4];
     }
     if (p(15u) != 0) {
-        v += load_r(n, oc4, at.x, at.y);
+        v += vec4<f32>(load_r(n, oc4, at.x, at.y));
     }
     let alpha = pf(13u);
     let beta = pf(14u);
-    store_y(n, oc4, at.x, at.y, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                          act(v.w, alpha, beta)));
+    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
+    store_y(n, oc4, at.x, at.y, vec4<{{FLOAT}}>(out));
 }
 
 // One pixel's results for the 4 output slices from o0.
-fn put(n: i32, o0: i32, q: i32, at: vec2<i32>, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) {
+fn put(n: i32, o0: i32, q: i32, at: vec2<i32>, a: vec4<{{ACC}}>, b: vec4<{{ACC}}>, c: vec4<{{ACC}}>, d: vec4<{{ACC}}>) {
     if (q < p(23u) * p(24u)) {
         store(n, o0, q, at, a);
         store(n, o0 + 1, q, at, b);
@@ -75,7 +79,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let q8 = pixel(p0 + 8); let q9 = pixel(p0 + 9); let q10 = pixel(p0 + 10); let q11 = pixel(p0 + 11);
     let q12 = pixel(p0 + 12); let q13 = pixel(p0 + 13); let q14 = pixel(p0 + 14); let q15 = pixel(p0 + 15);
     var ui = o4 * c4s * 16;
-    let zero = vec4<f32>(0.0);
+    let zero = vec4<{{ACC}}>(0.0);
     var a0 = zero; var a1 = zero; var a2 = zero; var a3 = zero; var a4 = zero; var a5 = zero; var a6 = zero; var a7 = zero; var a8 = zero; var a9 = zero; var a10 = zero; var a11 = zero; var a12 = zero; var a13 = zero; var a14 = zero; var a15 = zero;
     var b0 = zero; var b1 = zero; var b2 = zero; var b3 = zero; var b4 = zero; var b5 = zero; var b6 = zero; var b7 = zero; var b8 = zero; var b9 = zero; var b10 = zero; var b11 = zero; var b12 = zero; var b13 = zero; var b14 = zero; var b15 = zero;
     var c0 = zero; var c1 = zero; var c2 = zero; var c3 = zero; var c4 = zero; var c5 = zero; var c6 = zero; var c7 = zero; var c8 = zero; var c9 = zero; var c10 = zero; var c11 = zero; var c12 = zero; var c13 = zero; var c14 = zero; var c15 = zero;
@@ -93,22 +97,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let x10 = load_x(n, k, q10.x, q10.y); let x11 = load_x(n, k, q11.x, q11.y);
         let x12 = load_x(n, k, q12.x, q12.y); let x13 = load_x(n, k, q13.x, q13.y);
         let x14 = load_x(n, k, q14.x, q14.y); let x15 = load_x(n, k, q15.x, q15.y);
-        a0 += w0 * x0; b0 += w1 * x0; c0 += w2 * x0; d0 += w3 * x0;
-        a1 += w0 * x1; b1 += w1 * x1; c1 += w2 * x1; d1 += w3 * x1;
-        a2 += w0 * x2; b2 += w1 * x2; c2 += w2 * x2; d2 += w3 * x2;
-        a3 += w0 * x3; b3 += w1 * x3; c3 += w2 * x3; d3 += w3 * x3;
-        a4 += w0 * x4; b4 += w1 * x4; c4 += w2 * x4; d4 += w3 * x4;
-        a5 += w0 * x5; b5 += w1 * x5; c5 += w2 * x5; d5 += w3 * x5;
-        a6 += w0 * x6; b6 += w1 * x6; c6 += w2 * x6; d6 += w3 * x6;
-        a7 += w0 * x7; b7 += w1 * x7; c7 += w2 * x7; d7 += w3 * x7;
-        a8 += w0 * x8; b8 += w1 * x8; c8 += w2 * x8; d8 += w3 * x8;
-        a9 += w0 * x9; b9 += w1 * x9; c9 += w2 * x9; d9 += w3 * x9;
-        a10 += w0 * x10; b10 += w1 * x10; c10 += w2 * x10; d10 += w3 * x10;
-        a11 += w0 * x11; b11 += w1 * x11; c11 += w2 * x11; d11 += w3 * x11;
-        a12 += w0 * x12; b12 += w1 * x12; c12 += w2 * x12; d12 += w3 * x12;
-        a13 += w0 * x13; b13 += w1 * x13; c13 += w2 * x13; d13 += w3 * x13;
-        a14 += w0 * x14; b14 += w1 * x14; c14 += w2 * x14; d14 += w3 * x14;
-        a15 += w0 * x15; b15 += w1 * x15; c15 += w2 * x15; d15 += w3 * x15;
+        a0 += vec4<{{ACC}}>(w0 * x0); b0 += vec4<{{ACC}}>(w1 * x0); c0 += vec4<{{ACC}}>(w2 * x0); d0 += vec4<{{ACC}}>(w3 * x0);
+        a1 += vec4<{{ACC}}>(w0 * x1); b1 += vec4<{{ACC}}>(w1 * x1); c1 += vec4<{{ACC}}>(w2 * x1); d1 += vec4<{{ACC}}>(w3 * x1);
+        a2 += vec4<{{ACC}}>(w0 * x2); b2 += vec4<{{ACC}}>(w1 * x2); c2 += vec4<{{ACC}}>(w2 * x2); d2 += vec4<{{ACC}}>(w3 * x2);
+        a3 += vec4<{{ACC}}>(w0 * x3); b3 += vec4<{{ACC}}>(w1 * x3); c3 += vec4<{{ACC}}>(w2 * x3); d3 += vec4<{{ACC}}>(w3 * x3);
+        a4 += vec4<{{ACC}}>(w0 * x4); b4 += vec4<{{ACC}}>(w1 * x4); c4 += vec4<{{ACC}}>(w2 * x4); d4 += vec4<{{ACC}}>(w3 * x4);
+        a5 += vec4<{{ACC}}>(w0 * x5); b5 += vec4<{{ACC}}>(w1 * x5); c5 += vec4<{{ACC}}>(w2 * x5); d5 += vec4<{{ACC}}>(w3 * x5);
+        a6 += vec4<{{ACC}}>(w0 * x6); b6 += vec4<{{ACC}}>(w1 * x6); c6 += vec4<{{ACC}}>(w2 * x6); d6 += vec4<{{ACC}}>(w3 * x6);
+        a7 += vec4<{{ACC}}>(w0 * x7); b7 += vec4<{{ACC}}>(w1 * x7); c7 += vec4<{{ACC}}>(w2 * x7); d7 += vec4<{{ACC}}>(w3 * x7);
+        a8 += vec4<{{ACC}}>(w0 * x8); b8 += vec4<{{ACC}}>(w1 * x8); c8 += vec4<{{ACC}}>(w2 * x8); d8 += vec4<{{ACC}}>(w3 * x8);
+        a9 += vec4<{{ACC}}>(w0 * x9); b9 += vec4<{{ACC}}>(w1 * x9); c9 += vec4<{{ACC}}>(w2 * x9); d9 += vec4<{{ACC}}>(w3 * x9);
+        a10 += vec4<{{ACC}}>(w0 * x10); b10 += vec4<{{ACC}}>(w1 * x10); c10 += vec4<{{ACC}}>(w2 * x10); d10 += vec4<{{ACC}}>(w3 * x10);
+        a11 += vec4<{{ACC}}>(w0 * x11); b11 += vec4<{{ACC}}>(w1 * x11); c11 += vec4<{{ACC}}>(w2 * x11); d11 += vec4<{{ACC}}>(w3 * x11);
+        a12 += vec4<{{ACC}}>(w0 * x12); b12 += vec4<{{ACC}}>(w1 * x12); c12 += vec4<{{ACC}}>(w2 * x12); d12 += vec4<{{ACC}}>(w3 * x12);
+        a13 += vec4<{{ACC}}>(w0 * x13); b13 += vec4<{{ACC}}>(w1 * x13); c13 += vec4<{{ACC}}>(w2 * x13); d13 += vec4<{{ACC}}>(w3 * x13);
+        a14 += vec4<{{ACC}}>(w0 * x14); b14 += vec4<{{ACC}}>(w1 * x14); c14 += vec4<{{ACC}}>(w2 * x14); d14 += vec4<{{ACC}}>(w3 * x14);
+        a15 += vec4<{{ACC}}>(w0 * x15); b15 += vec4<{{ACC}}>(w1 * x15); c15 += vec4<{{ACC}}>(w2 * x15); d15 += vec4<{{ACC}}>(w3 * x15);
         ui += 16;
     }
     let o0 = o4 * 4;

@@ -10,22 +10,26 @@
 // position) hold the padded tile count, a multiple of 16, so no block leaves its row.
 // params: 0 = invocations, 1 = tile blocks (of 16), 2 = output slice quads, 3 = input slices,
 // 4 = padded tile count.
+// FLOAT is the multiply type: 32-bit floats, or 16-bit ones for precision fp16-arith (U packed so,
+// V converted on load; the transforms and scratch buffers stay 32-bit); ACC the type the sums run
+// in (conv_paths.py: 32-bit for these long sums). No type names in comments: the loader enables
+// 16-bit floats wherever their name appears.
 @group(0) @binding(0) var<storage, read_write> v: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> u: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> u: array<vec4<{{FLOAT}}>>;
 @group(0) @binding(2) var<storage, read_write> m: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn weights(i: i32) -> mat4x4<f32> {
-    return mat4x4<f32>(u[i], u[i + 1], u[i + 2], u[i + 3]);
+fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
+    return mat4x4<{{FLOAT}}>(u[i], u[i + 1], u[i + 2], u[i + 3]);
 }
 
 // One tile's results for the 4 slices (rows `tiles` apart).
-fn put(at: i32, tiles: i32, a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>) {
-    m[at] = a;
-    m[at + tiles] = b;
-    m[at + 2 * tiles] = c;
-    m[at + 3 * tiles] = d;
+fn put(at: i32, tiles: i32, a: vec4<{{ACC}}>, b: vec4<{{ACC}}>, c: vec4<{{ACC}}>, d: vec4<{{ACC}}>) {
+    m[at] = vec4<f32>(a);
+    m[at + tiles] = vec4<f32>(b);
+    m[at + 2 * tiles] = vec4<f32>(c);
+    m[at + 3 * tiles] = vec4<f32>(d);
 }
 
 @compute @workgroup_size(WG)
@@ -41,7 +45,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let xi = rest / quads;
     var vi = xi * c4s * tiles + t0;
     var ui = (xi * quads + o4) * c4s * 16;
-    let zero = vec4<f32>(0.0);
+    let zero = vec4<{{ACC}}>(0.0);
     var a0 = zero; var a1 = zero; var a2 = zero; var a3 = zero; var a4 = zero; var a5 = zero; var a6 = zero; var a7 = zero; var a8 = zero; var a9 = zero; var a10 = zero; var a11 = zero; var a12 = zero; var a13 = zero; var a14 = zero; var a15 = zero;
     var b0 = zero; var b1 = zero; var b2 = zero; var b3 = zero; var b4 = zero; var b5 = zero; var b6 = zero; var b7 = zero; var b8 = zero; var b9 = zero; var b10 = zero; var b11 = zero; var b12 = zero; var b13 = zero; var b14 = zero; var b15 = zero;
     var c0 = zero; var c1 = zero; var c2 = zero; var c3 = zero; var c4 = zero; var c5 = zero; var c6 = zero; var c7 = zero; var c8 = zero; var c9 = zero; var c10 = zero; var c11 = zero; var c12 = zero; var c13 = zero; var c14 = zero; var c15 = zero;
@@ -51,26 +55,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let w1 = weights(ui + 4);
         let w2 = weights(ui + 8);
         let w3 = weights(ui + 12);
-        let x0 = v[vi + 0]; let x1 = v[vi + 1]; let x2 = v[vi + 2]; let x3 = v[vi + 3];
-        let x4 = v[vi + 4]; let x5 = v[vi + 5]; let x6 = v[vi + 6]; let x7 = v[vi + 7];
-        let x8 = v[vi + 8]; let x9 = v[vi + 9]; let x10 = v[vi + 10]; let x11 = v[vi + 11];
-        let x12 = v[vi + 12]; let x13 = v[vi + 13]; let x14 = v[vi + 14]; let x15 = v[vi + 15];
-        a0 += w0 * x0; b0 += w1 * x0; c0 += w2 * x0; d0 += w3 * x0;
-        a1 += w0 * x1; b1 += w1 * x1; c1 += w2 * x1; d1 += w3 * x1;
-        a2 += w0 * x2; b2 += w1 * x2; c2 += w2 * x2; d2 += w3 * x2;
-        a3 += w0 * x3; b3 += w1 * x3; c3 += w2 * x3; d3 += w3 * x3;
-        a4 += w0 * x4; b4 += w1 * x4; c4 += w2 * x4; d4 += w3 * x4;
-        a5 += w0 * x5; b5 += w1 * x5; c5 += w2 * x5; d5 += w3 * x5;
-        a6 += w0 * x6; b6 += w1 * x6; c6 += w2 * x6; d6 += w3 * x6;
-        a7 += w0 * x7; b7 += w1 * x7; c7 += w2 * x7; d7 += w3 * x7;
-        a8 += w0 * x8; b8 += w1 * x8; c8 += w2 * x8; d8 += w3 * x8;
-        a9 += w0 * x9; b9 += w1 * x9; c9 += w2 * x9; d9 += w3 * x9;
-        a10 += w0 * x10; b10 += w1 * x10; c10 += w2 * x10; d10 += w3 * x10;
-        a11 += w0 * x11; b11 += w1 * x11; c11 += w2 * x11; d11 += w3 * x11;
-        a12 += w0 * x12; b12 += w1 * x12; c12 += w2 * x12; d12 += w3 * x12;
-        a13 += w0 * x13; b13 += w1 * x13; c13 += w2 * x13; d13 += w3 * x13;
-        a14 += w0 * x14; b14 += w1 * x14; c14 += w2 * x14; d14 += w3 * x14;
-        a15 += w0 * x15; b15 += w1 * x15; c15 += w2 * x15; d15 += w3 * x15;
+        let x0 = vec4<{{FLOAT}}>(v[vi + 0]); let x1 = vec4<{{FLOAT}}>(v[vi + 1]); let x2 = vec4<{{FLOAT}}>(v[vi + 2]); let x3 = vec4<{{FLOAT}}>(v[vi + 3]);
+        let x4 = vec4<{{FLOAT}}>(v[vi + 4]); let x5 = vec4<{{FLOAT}}>(v[vi + 5]); let x6 = vec4<{{FLOAT}}>(v[vi + 6]); let x7 = vec4<{{FLOAT}}>(v[vi + 7]);
+        let x8 = vec4<{{FLOAT}}>(v[vi + 8]); let x9 = vec4<{{FLOAT}}>(v[vi + 9]); let x10 = vec4<{{FLOAT}}>(v[vi + 10]); let x11 = vec4<{{FLOAT}}>(v[vi + 11]);
+        let x12 = vec4<{{FLOAT}}>(v[vi + 12]); let x13 = vec4<{{FLOAT}}>(v[vi + 13]); let x14 = vec4<{{FLOAT}}>(v[vi + 14]); let x15 = vec4<{{FLOAT}}>(v[vi + 15]);
+        a0 += vec4<{{ACC}}>(w0 * x0); b0 += vec4<{{ACC}}>(w1 * x0); c0 += vec4<{{ACC}}>(w2 * x0); d0 += vec4<{{ACC}}>(w3 * x0);
+        a1 += vec4<{{ACC}}>(w0 * x1); b1 += vec4<{{ACC}}>(w1 * x1); c1 += vec4<{{ACC}}>(w2 * x1); d1 += vec4<{{ACC}}>(w3 * x1);
+        a2 += vec4<{{ACC}}>(w0 * x2); b2 += vec4<{{ACC}}>(w1 * x2); c2 += vec4<{{ACC}}>(w2 * x2); d2 += vec4<{{ACC}}>(w3 * x2);
+        a3 += vec4<{{ACC}}>(w0 * x3); b3 += vec4<{{ACC}}>(w1 * x3); c3 += vec4<{{ACC}}>(w2 * x3); d3 += vec4<{{ACC}}>(w3 * x3);
+        a4 += vec4<{{ACC}}>(w0 * x4); b4 += vec4<{{ACC}}>(w1 * x4); c4 += vec4<{{ACC}}>(w2 * x4); d4 += vec4<{{ACC}}>(w3 * x4);
+        a5 += vec4<{{ACC}}>(w0 * x5); b5 += vec4<{{ACC}}>(w1 * x5); c5 += vec4<{{ACC}}>(w2 * x5); d5 += vec4<{{ACC}}>(w3 * x5);
+        a6 += vec4<{{ACC}}>(w0 * x6); b6 += vec4<{{ACC}}>(w1 * x6); c6 += vec4<{{ACC}}>(w2 * x6); d6 += vec4<{{ACC}}>(w3 * x6);
+        a7 += vec4<{{ACC}}>(w0 * x7); b7 += vec4<{{ACC}}>(w1 * x7); c7 += vec4<{{ACC}}>(w2 * x7); d7 += vec4<{{ACC}}>(w3 * x7);
+        a8 += vec4<{{ACC}}>(w0 * x8); b8 += vec4<{{ACC}}>(w1 * x8); c8 += vec4<{{ACC}}>(w2 * x8); d8 += vec4<{{ACC}}>(w3 * x8);
+        a9 += vec4<{{ACC}}>(w0 * x9); b9 += vec4<{{ACC}}>(w1 * x9); c9 += vec4<{{ACC}}>(w2 * x9); d9 += vec4<{{ACC}}>(w3 * x9);
+        a10 += vec4<{{ACC}}>(w0 * x10); b10 += vec4<{{ACC}}>(w1 * x10); c10 += vec4<{{ACC}}>(w2 * x10); d10 += vec4<{{ACC}}>(w3 * x10);
+        a11 += vec4<{{ACC}}>(w0 * x11); b11 += vec4<{{ACC}}>(w1 * x11); c11 += vec4<{{ACC}}>(w2 * x11); d11 += vec4<{{ACC}}>(w3 * x11);
+        a12 += vec4<{{ACC}}>(w0 * x12); b12 += vec4<{{ACC}}>(w1 * x12); c12 += vec4<{{ACC}}>(w2 * x12); d12 += vec4<{{ACC}}>(w3 * x12);
+        a13 += vec4<{{ACC}}>(w0 * x13); b13 += vec4<{{ACC}}>(w1 * x13); c13 += vec4<{{ACC}}>(w2 * x13); d13 += vec4<{{ACC}}>(w3 * x13);
+        a14 += vec4<{{ACC}}>(w0 * x14); b14 += vec4<{{ACC}}>(w1 * x14); c14 += vec4<{{ACC}}>(w2 * x14); d14 += vec4<{{ACC}}>(w3 * x14);
+        a15 += vec4<{{ACC}}>(w0 * x15); b15 += vec4<{{ACC}}>(w1 * x15); c15 += vec4<{{ACC}}>(w2 * x15); d15 += vec4<{{ACC}}>(w3 * x15);
         vi += tiles;
         ui += 16;
     }

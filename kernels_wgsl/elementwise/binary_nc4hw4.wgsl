@@ -1,5 +1,6 @@
 // c = a op b on NC4HW4 feature maps with broadcasting over N, C, H, W (a size-1 dim repeats; an
-// operand with one channel is splatted over the lanes). One vec4 per invocation.
+// operand with one channel is splatted over the lanes). One vec4 per invocation. FLOAT is the
+// arithmetic type: 32-bit floats, or 16-bit ones for precision fp16-arith (the accessors typed so).
 // params: 0 = vec4 blocks of c, 1 = a splats its channel, 2 = b splats its channel,
 // 4..8 a dims, 9..13 b dims, 14..18 c dims (N, C4, H, W, C).
 {{DECL_A}}
@@ -8,7 +9,7 @@
 @group(0) @binding(3) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn apply(x: f32, y: f32) -> f32 {
+fn apply(x: {{FLOAT}}, y: {{FLOAT}}) -> {{FLOAT}} {
     return {{EXPR}};
 }
 
@@ -36,11 +37,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var va = load_a(ca.x, ca.y, ca.z, ca.w);
     var vb = load_b(cb.x, cb.y, cb.z, cb.w);
     if (p(1u) == 1) {
-        va = vec4<f32>(va.x);
+        va = vec4<{{FLOAT}}>(va.x);
     }
     if (p(2u) == 1) {
-        vb = vec4<f32>(vb.x);
+        vb = vec4<{{FLOAT}}>(vb.x);
     }
-    store_c(n, c4, yy, xx, vec4<f32>(apply(va.x, vb.x), apply(va.y, vb.y), apply(va.z, vb.z), apply(va.w, vb.w)));
+    store_c(n, c4, yy, xx, vec4<{{FLOAT}}>(apply(va.x, vb.x), apply(va.y, vb.y), apply(va.z, vb.z), apply(va.w, vb.w)));
 }
 

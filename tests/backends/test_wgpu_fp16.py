@@ -46,10 +46,11 @@ def test_fp16_halves_feature_map_memory():
     assert used["fp16"] < used["fp32"]
 
 
-def test_fp16_buffers_need_shader_f16():
+@pytest.mark.parametrize("precision", ["fp16", "fp16-arith"])
+def test_fp16_buffers_need_shader_f16(precision):
     lacking = [a for a in ADAPTERS if "shader-f16" not in a["features"]]
     if not lacking:
         pytest.skip("every adapter here has shader-f16")
     with pytest.raises(wgnn.WgnnError, match="shader-f16"):
         wgnn.InferenceSession(build("resnet"), config=wgnn.Config(
-            providers=("wgpu",), adapter=lacking[0]["index"], precision="fp16", storage="buffer"))
+            providers=("wgpu",), adapter=lacking[0]["index"], precision=precision, storage="buffer"))

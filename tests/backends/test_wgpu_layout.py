@@ -32,7 +32,8 @@ def chain(channels=5):
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
                helper.make_tensor_value_info("total", TensorProto.FLOAT, None)]
     graph = helper.make_graph(nodes, "chain", [x, s], outputs, [bias])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return wgnn.convert(model, optimize=False)  # unfused: one step per op for the layout pass to place
 
 
 def test_pack_unpack_round_trip():

@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--adapter", help="GPU adapter: index, name substring, vulkan/metal/d3d12/gl, ... "
                                       "(--kernels: also a comma list or all)")
     p.add_argument("--storage", choices=STORAGES, default="auto", help="NC4HW4 storage on the GPU (default auto)")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32", help="fp32 (default) or fp16 feature maps")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32 (default), fp16 feature maps, or fp16-arith (16-bit storage and arithmetic)")
     p.add_argument("--shape", action="append", metavar="NAME=DIMS",
                    help="input shape NAME=D0,D1,... (repeatable); symbolic dims default to 1")
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs before timing (default 3)")
