@@ -1,5 +1,23 @@
-"""Conv family on numpy: Conv as im2col (a strided window view, copied tap by tap) + one batched
-matmul across groups; ConvTranspose as one batched matmul + col2im (a strided add per kernel tap).
+"""Conv family on numpy.
+
+Conv: im2col + one batched matmul (BLAS) across groups, with what a run needs built at resize (the
+kernel's prepare hook): a padded input buffer whose zero border is written once (a run copies only
+the interior), a strided window view over it, the im2col buffer with a row of ones, the weights
+repacked with the bias as their last column, and the matmul's result buffer. A run is then an
+interior copy, one strided im2col copy and one matmul into the output, plus the fused residual and
+activation in place. On the zoo's tiny models the cost is per numpy call rather than per element,
+so fewer calls is what makes this fast.
+- 1x1 convolutions with stride 1 and no padding are a matmul on a reshaped view of the input.
+- Where it adds few columns, the im2col rows run over a widened output grid (output rows as far
+  apart as the padded input's rows): one long row per channel and tap instead of one short row per
+  output row, at the price of a few extra matmul columns, dropped afterwards.
+- Depthwise convolutions take the same path: groups of one channel, (1, taps) @ (taps, pixels).
+- Buffers over RESIDENT_BYTES are not kept per step but laid out on every run in the backend's
+  shared scratch memory (NumpyBackend.scratch).
+ConvTranspose: one batched matmul + col2im (a strided copy or add per kernel tap), with the same
+prepared buffers.
+Other dtypes (integer, mixed) and empty tensors take the general code (_conv_any,
+_conv_transpose_any), which builds everything on each run.
 
 The window helpers are shared with the Pool family.
 """
@@ -53,29 +71,223 @@ def finish(ex, y: np.ndarray, bias: np.ndarray | None, residual: np.ndarray | No
     return y
 
 
-def _conv_plan(ex):
-    plan = ex.state.get("plan")
+WIDEN = 1.5  # widen the output grid when it adds at most this factor of columns
+# A step keeps its buffers (padded input, im2col, result) between runs up to this size; larger
+# ones are laid out on every run in the backend's scratch memory, shared by all steps, so a big
+# model holds one im2col buffer at a time rather than one per convolution.
+RESIDENT_BYTES = 1 << 20
+
+
+def _conv_geometry(ex) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(strides, dilations, pads_begin, pads_end) of a Conv step."""
+    ctx = infer_context(ex)
+    x, w = ctx.shape(0), ctx.shape(1)
+    rank = len(x) - 2
+    strides = spatial_list(ctx, "strides", rank, 1)
+    dilations = spatial_list(ctx, "dilations", rank, 1)
+    begin, end = resolve_pads(ctx, x[2:], w[2:], strides, dilations)
+    return strides, dilations, begin, end
+
+
+def _epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype):
+    """fn(src, out): the fused activation of src written to out (src may be out). Relu and Clip,
+    the ones the converter fuses most, are one ndarray.clip call: its two-sided loop is several
+    times faster than np.maximum on large arrays (numpy 2.x), and it propagates NaN as Relu does."""
+    if kind in ("relu", "clip"):
+        low, high = (0.0, math.inf) if kind == "relu" else (alpha, beta)
+        low, high = dtype.type(low), dtype.type(high)
+        return lambda src, out: src.clip(low, high, out=out)
+    if kind:
+        return lambda src, out: np.copyto(out, apply_unary(kind, src, alpha, beta), casting="unsafe")
+    return None
+
+
+def _fits(step) -> bool:
+    """The prepared paths take floating point steps with one dtype for input, weights, bias and
+    output, and nothing empty; the rest run the general code."""
+    specs = [s for s in step.input_specs[:3] if s is not None]
+    dtype = np.dtype(specs[0].dtype)
+    return (dtype.kind == "f" and all(np.dtype(s.dtype) == dtype for s in specs)
+            and np.dtype(step.output_specs[0].dtype) == dtype
+            and all(math.prod(s.shape) for s in (*specs[:2], step.output_specs[0])))
+
+
+def _memory(ex, plan) -> np.ndarray | None:
+    """Resident plans: their own zeroed memory, now. Shared ones reserve the backend's scratch
+    and get it from _bind_shared on every run."""
+    plan.nbytes = sum(plan.sizes) * plan.dtype.itemsize
+    plan.shared = plan.nbytes > RESIDENT_BYTES
+    if plan.shared:
+        ex.backend.reserve_scratch(plan.nbytes)
+        return None
+    return np.zeros(sum(plan.sizes), plan.dtype)
+
+
+def _bind_shared(ex, plan) -> None:
+    memory = ex.backend.scratch(plan.nbytes).view(plan.dtype)
+    memory[:plan.sizes[0]].fill(0)
+    plan.bind(memory)
+
+
+class _ConvPlan:
+    """What a Conv step reuses on every run (built at resize, see the module docstring)."""
+
+    def __init__(self, ex, strides, dilations, begin, end):
+        step = ex.step
+        x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
+        out = step.output_specs[0].shape[2:]
+        self.dtype = dtype = np.dtype(step.input_specs[0].dtype)
+        n, c = x_shape[:2]
+        m, kernel = w_shape[0], tuple(w_shape[2:])
+        group = ex.attrs["group"]
+        cg, mg, taps = c // group, m // group, math.prod(kernel)
+        has_bias = len(step.input_specs) > 2 and step.input_specs[2] is not None
+        values = list(step.input_values or [])
+        values += [None] * (3 - len(values))
+        self.kind = _epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
+                              dtype)
+        self.pointwise = all(k == 1 for k in kernel) and not any(s != 1 for s in strides) \
+            and not any(begin) and not any(end)
+        # A plain matmul of the whole output where there is one (batch, group) pair: numpy's
+        # batched matmul costs a few microseconds more per call than a 2-D one.
+        single = self.single = n * group == 1
+        self.group, self.mg, self.rows = group, mg, cg * taps
+        self.valid = None
+        if self.pointwise:
+            pixels = math.prod(out)
+            self.x_shape = self.taps_shape = (cg, pixels) if single else (n, group, cg, pixels)
+            self.y_shape = (mg, pixels) if single else (n, group, mg, pixels)
+            self.weights_shape = (mg, cg) if single else (group, mg, cg)
+            # The bias as a matmul column costs a copy of the input (to append the row of ones);
+            # adding it afterwards costs a pass over the output: whichever is smaller.
+            self.bias = has_bias and mg > cg
+            self.bias_shape = (-1,) + (1,) * len(out)
+            self.cols_shape = (n, group, cg + 1, pixels)
+            self.sizes = (0, math.prod(self.cols_shape) if self.bias else 0, 0)
+        else:
+            rank = len(out)
+            padded = [s + b + e for s, b, e in zip(x_shape[2:], begin, end, strict=True)]
+            plane_strides = [math.prod(padded[i + 1:]) for i in range(rank)]  # elements
+            pixels = list(out)
+            pixel_strides = [s * p for s, p in zip(strides, plane_strides, strict=True)]
+            if rank >= 2 and (strides[-2] * padded[-1]) % strides[-1] == 0:
+                # Widened grid: output rows V = strides[-2] * padded_width / strides[-1] apart, so
+                # that (row, column) fold into one axis read with stride strides[-1].
+                width = strides[-2] * padded[-1] // strides[-1]
+                if out[-1] < width <= WIDEN * out[-1]:
+                    pixels = [*out[:-2], out[-2] * width]
+                    pixel_strides = [*pixel_strides[:-2], strides[-1]]
+                    self.wide_shape = (n, m, *out[:-1], width)
+                    self.valid = out[-1]
+            plane = math.prod(padded)
+            tap_strides = [d * p for d, p in zip(dilations, plane_strides, strict=True)]
+            # The widened grid's extra columns may read past the last row: into zeros, dropped anyway.
+            last = ((n * c - 1) * plane + sum((p - 1) * s for p, s in zip(pixels, pixel_strides))
+                    + sum((k - 1) * s for k, s in zip(kernel, tap_strides)))
+            self.padded_shape = (n, c, *padded)
+            self.inner = (slice(None), slice(None), *(slice(b, b + s) for b, s in zip(begin, x_shape[2:], strict=True)))
+            self.taps_shape = (n, group, cg, *kernel, *pixels)
+            self.window_strides = [dtype.itemsize * s for s in (c * plane, cg * plane, plane, *tap_strides,
+                                                                *pixel_strides)]
+            columns = math.prod(pixels)
+            self.bias = has_bias  # the bias rides in the matmul as a last weight column
+            self.cols_shape = (n, group, self.rows + has_bias, columns)
+            self.y_shape = (mg, columns) if single else (n, group, mg, columns)
+            self.sizes = (max(n * c * plane, last + 1), math.prod(self.cols_shape),
+                          math.prod(self.y_shape) if self.valid is not None else 0)
+        memory = _memory(ex, self)
+        if memory is not None:
+            self.bind(memory)
+        self.weights = None
+        if values[1] is not None and (not self.bias or values[2] is not None):
+            self.weights = (self.pack(values[1], values[2], dtype) if self.bias or not self.pointwise
+                            else np.ascontiguousarray(values[1].reshape(self.weights_shape), dtype))
+
+    def bind(self, memory: np.ndarray) -> None:
+        """Lay the run's buffers out in memory (elements of the plan's dtype; the first sizes[0],
+        the padded input, zero): padded input + slack, im2col, widened result."""
+        flat_size, cols_size, _ = self.sizes
+        if not self.pointwise:
+            flat = memory[:flat_size]
+            self.buffer = flat[:math.prod(self.padded_shape)].reshape(self.padded_shape)
+            self.interior = self.buffer[self.inner]
+            self.window = as_strided(flat, self.taps_shape, self.window_strides, writeable=False)
+        if cols_size:
+            cols = memory[flat_size:flat_size + cols_size].reshape(self.cols_shape)
+            if self.bias:
+                cols[:, :, -1] = 1
+            self.taps = cols[:, :, :self.rows].reshape(self.taps_shape)
+            self.cols = cols.reshape(self.cols_shape[2:]) if self.single else cols
+        if self.valid is not None:
+            self.result = memory[flat_size + cols_size:].reshape(self.y_shape)
+
+    def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
+        """Weights as (G, Mg, Cg * taps [+ 1]) with the bias as the last column ((Mg, ...) for a
+        single (batch, group) pair)."""
+        packed = np.empty((self.group, self.mg, self.cols_shape[2]), dtype)
+        packed[:, :, :self.rows] = w.reshape(self.group, self.mg, self.rows)
+        if self.bias:
+            packed[:, :, self.rows] = b.reshape(self.group, self.mg)
+        return packed[0] if self.single else packed
+
+
+def _prepare_conv(ex) -> None:
+    ex.state["conv"] = _ConvPlan(ex, *_conv_geometry(ex)) if _fits(ex.step) else None
+
+
+@numpy_kernel("Conv", writes_outputs=True, prepare=_prepare_conv)
+def conv(ex, inputs, outputs):
+    if "conv" not in ex.state:  # run without prepare (a direct call)
+        _prepare_conv(ex)
+    plan = ex.state["conv"]
+    x, w, b, residual = (list(inputs) + [None] * 4)[:4]
+    out = outputs[0]
     if plan is None:
-        ctx = infer_context(ex)
-        x, w = ctx.shape(0), ctx.shape(1)
-        rank = len(x) - 2
-        strides = spatial_list(ctx, "strides", rank, 1)
-        dilations = spatial_list(ctx, "dilations", rank, 1)
-        begin, end = resolve_pads(ctx, x[2:], w[2:], strides, dilations)
-        plan = ex.state["plan"] = (strides, dilations, begin, end)
-    return plan
+        np.copyto(out, _conv_any(ex, x, w, b, residual), casting="unsafe")
+        return
+    if plan.shared:
+        _bind_shared(ex, plan)
+    weights = plan.weights
+    if plan.pointwise and not plan.bias:
+        if weights is None:
+            weights = w.reshape(plan.weights_shape)
+        np.matmul(weights, x.reshape(plan.x_shape), out=out.reshape(plan.y_shape))
+        if b is not None:
+            np.add(out, b.reshape(plan.bias_shape), out=out)
+        src = out
+    else:
+        if plan.pointwise:
+            np.copyto(plan.taps, x.reshape(plan.x_shape))
+        else:
+            np.copyto(plan.interior, x)
+            np.copyto(plan.taps, plan.window)  # im2col
+        if weights is None:
+            weights = plan.pack(w, b, x.dtype)
+        if plan.valid is None:
+            np.matmul(weights, plan.cols, out=out.reshape(plan.y_shape))
+            src = out
+        else:
+            np.matmul(weights, plan.cols, out=plan.result)
+            src = plan.result.reshape(plan.wide_shape)[..., :plan.valid]
+    if residual is not None:
+        np.add(src, residual, out=out)
+        src = out
+    if plan.kind is not None:
+        plan.kind(src, out)
+    elif src is not out:
+        np.copyto(out, src)
 
 
-@numpy_kernel("Conv")
-def conv(ex, x, w, b=None, residual=None):
-    strides, dilations, begin, end = _conv_plan(ex)
+def _conv_any(ex, x, w, b=None, residual=None) -> np.ndarray:
+    """Any Conv (integer or mixed dtypes, empty tensors): np.pad, im2col copied tap by tap, one
+    batched matmul, computed fresh on every run."""
+    strides, dilations, begin, end = ex.state.get("geometry") or _conv_geometry(ex)
+    ex.state["geometry"] = strides, dilations, begin, end
     out = ex.step.output_specs[0].shape[2:]
     n, c = x.shape[:2]
     m, kernel = w.shape[0], w.shape[2:]
     group = ex.attrs["group"]
     view = window_view(pad_spatial(x, begin, end), out, kernel, strides, dilations)
-    # im2col: cols[n, c, *tap, *out] = view[n, c, *out, *tap], copied one tap at a time (each copy
-    # moves whole output planes; a single transposed copy of the view is ~5x slower).
     cols = np.empty((n, c, *kernel, *out), dtype=x.dtype)
     for tap in np.ndindex(*kernel):
         cols[(slice(None), slice(None), *tap)] = view[(Ellipsis, *tap)]
@@ -85,28 +297,106 @@ def conv(ex, x, w, b=None, residual=None):
     return finish(ex, y, b, residual)
 
 
-@numpy_kernel("ConvTranspose")
-def conv_transpose(ex, x, w, b=None):
-    plan = ex.state.get("plan")
+class _ConvTransposePlan:
+    """What a ConvTranspose step reuses on every run: the repacked weights, the matmul's result,
+    the col2im buffer and its per-tap (destination, source) views."""
+
+    def __init__(self, ex):
+        step = ex.step
+        out, begin, _, strides, dilations, _ = conv_transpose_geometry(infer_context(ex))
+        x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
+        self.dtype = dtype = np.dtype(step.input_specs[0].dtype)
+        n, c, *sizes = x_shape
+        group = ex.attrs["group"]
+        mg, kernel = w_shape[1], tuple(w_shape[2:])
+        m, pixels = mg * group, math.prod(sizes)
+        self.single = n * group == 1
+        self.weights_shape = (group, c // group, mg * math.prod(kernel))
+        self.x_shape = (c, pixels) if self.single else (n, group, c // group, pixels)
+        # Every input pixel scatters a (M, *k) patch: cols[n, g, (m, k), p] = sum_c W[g, c, (m, k)] x[n, g, c, p].
+        self.cols_shape = (n, group, mg * math.prod(kernel), pixels)
+        self.patches_shape = (n, m, *kernel, *sizes)
+        # col2im: tap t lands at output t * dilation + i * stride; the buffer also covers output
+        # beyond the natural size (output_shape / output_padding larger than the scattered extent).
+        full = [max((s - 1) * st + (k - 1) * d + 1, bg + o)
+                for s, st, k, d, bg, o in zip(sizes, strides, kernel, dilations, begin, out, strict=True)]
+        self.buffer_shape = (n, m, *full)
+        self.where = [(tuple(slice(t * d, t * d + (s - 1) * st + 1, st)
+                             for t, d, s, st in zip(tap, dilations, sizes, strides, strict=True)), tap)
+                      for tap in np.ndindex(*kernel)]
+        self.crop_index = (slice(None), slice(None), *(slice(bg, bg + o) for bg, o in zip(begin, out, strict=True)))
+        # Taps that tile the buffer (kernel == stride, no dilation) never overlap: each run
+        # overwrites them, with no zero fill and no adds (what no tap reaches stays zero).
+        self.tiles = all(k == s and d == 1 for k, s, d in zip(kernel, strides, dilations, strict=True))
+        self.bias_shape = (-1,) + (1,) * len(out)
+        self.kind = _epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
+                              dtype)
+        self.sizes = (math.prod(self.buffer_shape), math.prod(self.cols_shape))
+        memory = _memory(ex, self)
+        if memory is not None:
+            self.bind(memory)
+        values = list(step.input_values or []) + [None, None]
+        self.weights = None if values[1] is None else self.pack(values[1])
+
+    def bind(self, memory: np.ndarray) -> None:
+        """Lay out the col2im buffer (zero) and the matmul's result in memory."""
+        buffer = memory[:self.sizes[0]].reshape(self.buffer_shape)
+        cols = memory[self.sizes[0]:].reshape(self.cols_shape)
+        patches = cols.reshape(self.patches_shape)
+        self.cols = cols.reshape(self.cols_shape[2:]) if self.single else cols
+        self.taps = [(buffer[(slice(None), slice(None), *where)], patches[(slice(None), slice(None), *tap)])
+                     for where, tap in self.where]
+        self.buffer, self.crop = buffer, buffer[self.crop_index]
+
+    def pack(self, w: np.ndarray) -> np.ndarray:
+        """(G, Mg * taps, Cg) contiguous for BLAS; (Mg * taps, Cg) for a single (batch, group)."""
+        packed = np.ascontiguousarray(w.reshape(self.weights_shape).transpose(0, 2, 1))
+        return packed[0] if self.single else packed
+
+
+def _prepare_conv_transpose(ex) -> None:
+    ex.state["conv_transpose"] = _ConvTransposePlan(ex) if _fits(ex.step) else None
+
+
+@numpy_kernel("ConvTranspose", writes_outputs=True, prepare=_prepare_conv_transpose)
+def conv_transpose(ex, inputs, outputs):
+    if "conv_transpose" not in ex.state:  # run without prepare (a direct call)
+        _prepare_conv_transpose(ex)
+    plan = ex.state["conv_transpose"]
+    x, w, b = (list(inputs) + [None] * 3)[:3]
+    out = outputs[0]
     if plan is None:
-        plan = ex.state["plan"] = conv_transpose_geometry(infer_context(ex))
-    out, begin, _, strides, dilations, _ = plan
+        np.copyto(out, _conv_transpose_any(ex, x, w, b), casting="unsafe")
+        return
+    if plan.shared:
+        _bind_shared(ex, plan)  # zeroes the whole buffer
+    np.matmul(plan.weights if plan.weights is not None else plan.pack(w), x.reshape(plan.x_shape), out=plan.cols)
+    if plan.tiles:
+        for dst, src in plan.taps:
+            np.copyto(dst, src)
+    else:
+        if not plan.shared:
+            plan.buffer.fill(0)
+        for dst, src in plan.taps:
+            np.add(dst, src, out=dst)
+    if b is not None:
+        np.add(plan.crop, b.reshape(plan.bias_shape), out=out)
+    else:
+        np.copyto(out, plan.crop)
+    if plan.kind is not None:
+        plan.kind(out, out)
+
+
+def _conv_transpose_any(ex, x, w, b=None) -> np.ndarray:
+    """Any ConvTranspose (integer or mixed dtypes, empty tensors), computed fresh on every run."""
+    out, begin, _, strides, dilations, _ = conv_transpose_geometry(infer_context(ex))
     n, c, *sizes = x.shape
     group = ex.attrs["group"]
     mg, kernel = w.shape[1], w.shape[2:]
     m = mg * group
-    # Every input pixel scatters a (M, *k) patch: cols[n, g, (m, k), p] = sum_c W[g, c, (m, k)] x[n, g, c, p].
-    weights = ex.state.get("weights")
-    if weights is None:
-        # Contiguous (G, Mg*K, Cg) for BLAS; repacked once when the weight is a constant.
-        weights = np.ascontiguousarray(w.reshape(group, c // group, mg * math.prod(kernel)).transpose(0, 2, 1))
-        values = ex.step.input_values
-        if len(values) > 1 and values[1] is not None:
-            ex.state["weights"] = weights
+    weights = w.reshape(group, c // group, mg * math.prod(kernel)).transpose(0, 2, 1)
     cols = np.matmul(weights, x.reshape(n, group, c // group, math.prod(sizes)))
     cols = cols.reshape(n, m, *kernel, *sizes)
-    # col2im: tap t lands at output t * dilation + i * stride; the buffer also covers output
-    # beyond the natural size (output_shape / output_padding larger than the scattered extent).
     full = [max((s - 1) * st + (k - 1) * d + 1, bg + o)
             for s, st, k, d, bg, o in zip(sizes, strides, kernel, dilations, begin, out, strict=True)]
     buffer = np.zeros((n, m, *full), dtype=np.result_type(x, w))

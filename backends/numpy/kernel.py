@@ -34,30 +34,58 @@ class NumpyExecution(Execution):
         super().__init__(backend, step)
         self.fn = fn
         self.state: dict = {}  # per-resize prepared data (repacked weights, index tables)
+        self.outputs: list[np.ndarray] | None = None  # the step's output arrays, when all are pooled
 
     def prepare(self) -> None:
         if self.fn.prepare is not None:
             self.fn.prepare(self)
+        # Pooled outputs are fixed views of the arena for this resize: looked up once here, not
+        # on every run. Outputs nobody reads (absent optional outputs) get scratch arrays.
+        views = getattr(self.backend, "views", {})
+        step = self.step
+        if all(name in views or not name for name in step.outputs):
+            self.outputs = [views[name] if name else np.empty(spec.shape, spec.dtype)
+                            for name, spec in zip(step.outputs, step.output_specs)]
+            self.published = [(name, out) for name, out in zip(step.outputs, self.outputs) if name]
 
     def run(self, inputs, outputs) -> None:
-        if self.fn.writes_outputs:
-            self.fn(self, inputs, outputs)
+        fn = self.fn
+        if fn.writes_outputs:
+            fn(self, inputs, outputs)
             return
-        results = self.fn(self, *inputs)
+        results = fn(self, *inputs)
         if not isinstance(results, (tuple, list)):
             results = (results,)
         for out, result in zip(outputs, results):
-            result = np.asarray(result)
+            if type(result) is not np.ndarray:
+                result = np.asarray(result)
             if result.shape != out.shape:
                 raise RuntimeError(f"{self.step.label}: numpy kernel produced shape {result.shape}, "
                                    f"shape inference said {out.shape}")
             np.copyto(out, result, casting="unsafe")
+
+    def run_step(self, values: dict) -> None:
+        """Run with inputs from values and put the outputs there."""
+        step = self.step
+        inputs = [values[name] if name else None for name in step.inputs]
+        outputs = self.outputs
+        if outputs is None:
+            views = self.backend.views
+            outputs = [views[name] if name in views else np.empty(spec.shape, spec.dtype)
+                       for name, spec in zip(step.outputs, step.output_specs)]
+            self.run(inputs, outputs)
+            values.update((name, out) for name, out in zip(step.outputs, outputs) if name)
+            return
+        self.run(inputs, outputs)
+        values.update(self.published)
 
 
 @register_backend
 class NumpyBackend(Backend):
     name = "numpy"
     alignment = 64
+    scratch_bytes = 0  # the most scratch memory a prepared step asked for (this resize)
+    _scratch: np.ndarray | None = None
 
     def unsupported_reason(self, step: Step) -> str | None:
         return None if step.op.op_type in KERNELS else "no numpy kernel"
@@ -68,27 +96,47 @@ class NumpyBackend(Backend):
     def plan_memory(self, specs, lifetimes, dedicated, constants):
         """One arena of the planned size; each pooled tensor is a view at its offset."""
         pool = super().plan_memory(specs, lifetimes, dedicated, constants)
+        self.scratch_bytes, self._scratch = 0, None  # the steps prepared next reserve it anew
         self.arena = np.empty(pool.peak_bytes, np.uint8)
         self.views = {name: np.ndarray(specs[name].shape, specs[name].dtype, buffer=self.arena, offset=offset)
                       for name, offset in pool.offsets.items()}
         return pool
 
+    def reserve_scratch(self, nbytes: int) -> None:
+        """At prepare: a step will want nbytes of temporary memory on every run. Steps run one at a
+        time, so they share one scratch buffer (big im2col buffers live there, not per step)."""
+        self.scratch_bytes = max(self.scratch_bytes, nbytes)
+
+    def scratch(self, nbytes: int) -> np.ndarray:
+        """The first nbytes of the shared scratch (uint8), allocated at its first use after a resize
+        with room for every step that reserved some."""
+        if self._scratch is None or self._scratch.nbytes < nbytes:
+            self._scratch = np.empty(max(nbytes, self.scratch_bytes), np.uint8)
+        return self._scratch[:nbytes]
+
     def execute(self, segment, values, observer=None) -> None:
-        for step, execution in segment.steps:
-            if observer:
-                observer.before(step, self, values)
-            inputs = [values[n] if n else None for n in step.inputs]
-            outputs = [self.views[n] if n in self.views else np.empty(s.shape, s.dtype)
-                       for n, s in zip(step.outputs, step.output_specs)]
-            execution.run(inputs, outputs)
-            values.update((n, o) for n, o in zip(step.outputs, outputs) if n)
-            if observer:
-                observer.after(step, self, values)
+        # Floating-point warnings are off for the whole segment (one errstate instead of one per
+        # kernel): overflow to inf and NaN are results here, as in onnxruntime.
+        if observer is None:
+            with np.errstate(all="ignore"):
+                for _, execution in segment.steps:
+                    execution.run_step(values)
+            return
+        for step, execution in segment.steps:  # callbacks run outside the errstate
+            observer.before(step, self, values)
+            with np.errstate(all="ignore"):
+                execution.run_step(values)
+            observer.after(step, self, values)
 
 
 def evaluate(step: Step, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
     """Run one step now on the CPU (constant folding, resize-time shape computations).
     Data-movement ops run through their raster plans, as they do in a session."""
+    with np.errstate(all="ignore"):
+        return _evaluate(step, inputs)
+
+
+def _evaluate(step: Step, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
     from dataclasses import replace
 
     from ...engine.geometry import finalize
