@@ -264,6 +264,8 @@ class Session:
         """The names in wanted that are not graph outputs; each must be a tensor of the graph."""
         outputs = {t.name for t in self.graph.outputs}
         extra = {name for name in wanted if name not in outputs}
+        if not extra or extra <= self.extra_outputs:  # nothing new to check (run() calls this every time)
+            return extra
         unknown = sorted(extra - self.graph.tensor_names())
         if unknown:
             raise InputError(f"unknown output name(s) {unknown}: neither outputs of the model ({sorted(outputs)}) "
