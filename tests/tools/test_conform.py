@@ -16,9 +16,10 @@ from wgnn.tools.conform.runner import OUTCOMES
 
 import wgnn
 
-OPS = "^(Relu|Add|Conv|Sign)$"
+OPS = "^(Relu|Add|Conv|StringNormalizer)$"
 X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
 WRONG_AT = (1, 2, 3)
+WORDS = np.array(["Monday", "tuesday", "WEDNESDAY"], dtype=object)  # strings: outside wgnn's tensor types
 
 
 def conform(*args) -> subprocess.CompletedProcess:
@@ -45,14 +46,14 @@ def write_case(folder, op_type: str, inputs: dict[str, np.ndarray], y: np.ndarra
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """Relu right, Relu with a wrong expected element (a failing case), Relu in float64 (the GPU
-    stores 32-bit tensors: it falls back) and Sign (an op wgnn does not convert)."""
+    stores 32-bit tensors: it falls back) and StringNormalizer (an op wgnn does not convert)."""
     root = tmp_path_factory.mktemp("conform_cases")
     write_case(root / "test_relu_ok", "Relu", {"x": X}, np.maximum(X, 0))
     wrong = np.maximum(X, 0)
     wrong[WRONG_AT] += 1.0
     write_case(root / "test_relu_wrong", "Relu", {"x": X}, wrong)
     write_case(root / "test_relu_float64", "Relu", {"x": X.astype(np.float64)}, np.maximum(X, 0).astype(np.float64))
-    write_case(root / "test_sign", "Sign", {"x": X}, np.sign(X))
+    write_case(root / "test_string_normalizer", "StringNormalizer", {"x": WORDS}, WORDS)
     return root
 
 
@@ -83,7 +84,7 @@ def test_report_structure(first_run):
     assert {c["source"] for c in report["cases"]} == {"own", "node", "path"}
     assert len([c for c in report["cases"] if c["source"] == "own"]) == 20  # --limit counts per source
     for case in report["cases"]:
-        assert case["op"] in ("Relu", "Add", "Conv", "Sign"), case["id"]
+        assert case["op"] in ("Relu", "Add", "Conv", "StringNormalizer"), case["id"]
         assert set(case["results"]) == set(targets), case["id"]
         assert all(r["outcome"] in OUTCOMES for r in case["results"].values())
     for target in targets:
@@ -118,11 +119,13 @@ def test_gpu_fallback_is_counted_apart(first_run):
 
 def test_unsupported_op_is_listed_not_failed(first_run):
     report, _ = first_run
-    assert list(report["unsupported_ops"]) == ["Sign"]  # with the node suite's test_sign: 2 cases
-    assert report["unsupported_ops"]["Sign"] == len([c for c in report["cases"] if c["op"] == "Sign"])
-    assert all(r["outcome"] == "unsupported" for r in results(report, "path/test_sign").values())
+    # With the node suite's StringNormalizer cases.
+    assert list(report["unsupported_ops"]) == ["StringNormalizer"]
+    assert report["unsupported_ops"]["StringNormalizer"] == len([c for c in report["cases"]
+                                                                 if c["op"] == "StringNormalizer"])
+    assert all(r["outcome"] == "unsupported" for r in results(report, "path/test_string_normalizer").values())
     for failures in report["claimed_failures"].values():
-        assert not any(f["case"] == "path/test_sign" for f in failures)
+        assert not any(f["case"] == "path/test_string_normalizer" for f in failures)
 
 
 def test_html_is_self_contained_and_has_the_matrix(first_run):
@@ -145,7 +148,7 @@ def test_baseline_regression_sets_exit_code(first_run, folders, tmp_path):
     # A baseline in which the failing and the unsupported case passed: both regress now.
     crafted = json.loads((out / "conform.json").read_text())
     for case in crafted["cases"]:
-        if case["id"] in ("path/test_relu_wrong", "path/test_sign"):
+        if case["id"] in ("path/test_relu_wrong", "path/test_string_normalizer"):
             case["results"]["numpy"]["outcome"] = "pass"
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps(crafted))
@@ -153,7 +156,7 @@ def test_baseline_regression_sets_exit_code(first_run, folders, tmp_path):
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "2 regression(s)" in worse.stdout
     assert "path/test_relu_wrong on numpy: pass -> fail" in worse.stdout
-    assert "path/test_sign on numpy: pass -> unsupported" in worse.stdout
+    assert "path/test_string_normalizer on numpy: pass -> unsupported" in worse.stdout
 
 
 def test_bad_options_are_one_line_errors(tmp_path):
@@ -198,7 +201,7 @@ def test_node_cases_from_data_files(folders, monkeypatch):
 
     monkeypatch.setattr(loader, "load_model_tests", files_only)
     cases = {c.name: c for c in node_cases()}
-    assert cases["test_sign"].op == "Sign" and cases["test_relu_ok"].op == "Relu"
+    assert cases["test_string_normalizer"].op == "StringNormalizer" and cases["test_relu_ok"].op == "Relu"
     feeds, expected = cases["test_relu_wrong"].load().data_sets[0]
     np.testing.assert_array_equal(feeds["x"], X)
     assert expected[0][WRONG_AT] == max(X[WRONG_AT], 0) + 1

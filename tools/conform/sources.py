@@ -148,13 +148,14 @@ def constant_shape_inputs(loaded: Loaded) -> tuple[Loaded, list[str]]:
 
 # ------------------------------------------------------------------------------ own op cases
 def make_model(op_type: str, inputs: list, attrs: dict, *, outputs: int, opset: int):
-    """One-node model: input i is graph input in<i> (array), initializer in<i> (Const) or absent
-    (None); outputs out<i> are untyped so that both references infer them."""
+    """One-node model: input i is graph input in<i> (array), initializer in<i> (Const), absent
+    (None) or a graph input only its subgraph attributes read (Outer, after the node's inputs);
+    outputs out<i> are untyped so that both references infer them."""
     import onnx
     from onnx import helper, numpy_helper
 
     from ...engine.dtypes import DTYPE_TO_ONNX
-    from .cases import Const
+    from .cases import Const, Outer
 
     names, graph_inputs, initializers = [], [], []
     for i, item in enumerate(inputs):
@@ -162,11 +163,12 @@ def make_model(op_type: str, inputs: list, attrs: dict, *, outputs: int, opset: 
             names.append("")
             continue
         name = f"in{i}"
-        names.append(name)
+        if not isinstance(item, Outer):
+            names.append(name)
         if isinstance(item, Const):
             initializers.append(numpy_helper.from_array(np.asarray(item.value), name))
         else:
-            array = np.asarray(item)
+            array = np.asarray(item.value if isinstance(item, Outer) else item)
             graph_inputs.append(helper.make_tensor_value_info(name, DTYPE_TO_ONNX[array.dtype.name], array.shape))
     attributes = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v for k, v in attrs.items()}
     out_names = [f"out{i}" for i in range(outputs)]
