@@ -10,7 +10,9 @@ leading axes of size 1.
   dilation, conv_slide.wgsl), and for one input channel per group with a channel multiplier < 4 a
   depthwise kernel, one channel's row segment of up to 64 pixels per invocation (depthwise.wgsl).
 - ConvTranspose: a gather kernel, 4 output channels x 4 pixels of one residue class modulo the W
-  stride per invocation (conv_transpose.wgsl); linear only.
+  stride per invocation, on linear tensors (conv_transpose.wgsl) or, for 2-D feature maps whose
+  input is NC4HW4 and weights known at resize (one group or groups of whole slices), on NC4HW4
+  with weights repacked as the NC4HW4 Conv's (conv_transpose_nc4hw4.wgsl).
 
 Pads and output sizes come from the engine's shape helpers (engine/ops/conv.py) at prepare time;
 bias, the fused residual (Conv's input 3) and the fused activation (a Unary kind, as WGSL text from
@@ -25,7 +27,7 @@ import numpy as np
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
 from ..base import Step
-from .backend import GpuExecution, gpu_kernel
+from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel
 from .elementwise import UNARY_EXPR
 
 MAX_SPATIAL = 3
@@ -207,9 +209,56 @@ class ConvGpu(_ConvBase):
         self.dispatch(path, tensors, params, invocations, text={"ACT": activation(step)[0]})
 
 
+TRANSPOSE_PIXELS = 8  # output pixels of one residue class per invocation of conv_transpose_nc4hw4.wgsl
+
+
+def nc4hw4_transpose(step: Step) -> bool:
+    """Whether this ConvTranspose can run conv_transpose_nc4hw4.wgsl: a 2-D feature map, weights
+    and bias known at resize (repacked once), one group or groups of whole slices."""
+    from .layout import is_feature_map
+
+    x, w = step.input_specs[0], step.input_specs[1].shape
+    if not (is_feature_map(x) and len(w) == 4 and known(step, 1) and known(step, 2)):
+        return False
+    group = step.attrs["group"]
+    whole_slices = group == 1 or (x.shape[1] // group % 4 == 0 and w[1] % 4 == 0)
+    return whole_slices and transpose_iterations(step) <= LOOP_BUDGET
+
+
+def transpose_iterations(step: Step) -> int:
+    """Loop iterations of an invocation of conv_transpose_nc4hw4.wgsl: taps around input slices."""
+    _, _, kh, kw = step.input_specs[1].shape
+    slices = ceil_div(step.input_specs[0].shape[1] // step.attrs["group"], 4)
+    return kh * (kw * (slices + 1) + 1) + 8
+
+
+def pack_transpose_weights(w: np.ndarray, group: int) -> np.ndarray:
+    """(C_in, C_out/group, kH, kW) -> the Conv kernels' packing of the equivalent gather weights
+    (C_out, C_in/group, kH, kW): output channel g * mg + m reads input channel g * cg + j with
+    w[g * cg + j, m]."""
+    cin, mg, kh, kw = w.shape
+    cg = cin // group
+    gathered = w.reshape(group, cg, mg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(group * mg, cg, kh, kw)
+    return pack_conv_weights(gathered)
+
+
 @gpu_kernel("ConvTranspose")
 class ConvTransposeGpu(_ConvBase):
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        # Follows its input: NC4HW4 where the producer wrote NC4HW4 (a decoder's convs), so no
+        # conversion either side; linear where the input is linear.
+        return ("linear", "nc4hw4") if nc4hw4_transpose(step) else ("linear",)
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        linear = super().loop_iterations(step)
+        return max(linear, transpose_iterations(step)) if nc4hw4_transpose(step) else linear
+
     def prepare(self) -> None:
+        if self.layout == "nc4hw4":
+            self.prepare_nc4hw4()
+            return
         step = self.step
         x, w, y = step.input_specs[0].shape, step.input_specs[1].shape, step.output_specs[0].shape
         _, begin, _, strides, dilations, _ = conv_transpose_geometry(infer_context(step))
@@ -225,3 +274,28 @@ class ConvTransposeGpu(_ConvBase):
                              begin, has_bias, step)
         self.dispatch("conv/conv_transpose.wgsl", tensors, params, invocations,
                       text={"ACT": activation(step)[0]})
+
+    def prepare_nc4hw4(self) -> None:
+        from .elementwise import feature_map_text
+        from .layout import accessor_params
+
+        step = self.step
+        x, y = step.input_specs[0], step.output_specs[0]
+        n, cout, oh, ow = y.shape
+        group = step.attrs["group"]
+        _, begin, _, strides, dilations, _ = conv_transpose_geometry(infer_context(step))
+        oc4s = ceil_div(cout, 4)
+        slices = (oc4s, ceil_div(x.shape[1], 4)) if group == 1 else (cout // group // 4, x.shape[1] // group // 4)
+        qblocks = ceil_div(ceil_div(ow, strides[1]), TRANSPOSE_PIXELS)
+        invocations = n * oc4s * oh * strides[1] * qblocks
+        weights = self.packed_constant("transpose_weights", step.input_values[1],
+                                       lambda w: pack_transpose_weights(w, group))
+        has_bias = len(step.inputs) > 2 and bool(step.inputs[2])
+        bias = self.packed_constant("bias", step.input_values[2], pack_channels) if has_bias else weights
+        params = [invocations, qblocks, *slices, *step.input_specs[1].shape[2:], *strides, *dilations, *begin,
+                  int(has_bias), float(step.attrs["activation_alpha"]), float(step.attrs["activation_beta"]), 0,
+                  *accessor_params(x), *accessor_params(y)]
+        text = feature_map_text(self, {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 3, 21, True)})
+        text["ACT"] = activation(step)[0]
+        self.dispatch("conv/conv_transpose_nc4hw4.wgsl", [step.inputs[0], weights, bias, step.outputs[0]], params,
+                      invocations, text=text)

@@ -159,7 +159,8 @@ def test_conv_without_nc4hw4_variant_stays_linear(case, adapter, storage):
 @pytest.mark.parametrize(("adapter", "storage"), TARGETS, ids=TARGET_IDS)
 def test_conv_with_runtime_weights_stays_linear_between_nc4hw4_steps(adapter, storage):
     """Weights known only at run time cannot be repacked at prepare: that Conv runs linear and
-    its NC4HW4 neighbours convert around it; ConvTranspose is linear only."""
+    its NC4HW4 neighbours convert around it (ConvTranspose with constant weights has its own
+    NC4HW4 kernel: test_wgpu_nc4hw4_more.py)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 6, 7])
     wr = helper.make_tensor_value_info("wr", TensorProto.FLOAT, [4, 6, 3, 3])
     nodes = [helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]),
