@@ -1,4 +1,14 @@
-"""Pool family on numpy: a strided window view of the padded input, reduced tap by tap.
+"""Pool family on numpy.
+
+Pool builds at resize (the kernel's prepare hook) what a run needs, as Conv does: where windows
+reach into padding, or the input must be cast (float16 averages accumulate in float32) or
+transformed (Lp's |x|^p), a padded buffer whose border holds the pad value (the lowest value for
+max, 0 otherwise) written once; a run copies only the interior. Windows are boxes, so the
+reduction is separable: one pass per spatial axis with a kernel of more than one tap, each pass
+reducing that axis's taps (strided views built once) with one ufunc call per tap into a prepared
+buffer, the last pass into the output. A 3x3 max pool is then 4 np.maximum calls instead of 8 over
+a freshly padded copy. Without a buffer the views look into the input itself and are rebuilt only
+when the input array changes (the session passes the same arena view on every run).
 
 Lp pooling sums |x|^p (padding contributes 0) and takes the p-th root. Max pooling with indices
 keeps, per output, the first tap holding the window's maximum (strictly greater replaces: the
@@ -11,11 +21,13 @@ counts, never the extra room ceil_mode adds past it.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...engine.errors import InputError
 from ...engine.ops.pool import pool_geometry
-from .conv import infer_context, pad_spatial, window_view
+from .conv import infer_context
 from .kernel import numpy_kernel
 
 
@@ -35,51 +47,19 @@ def _divisor(sizes, kernel, strides, dilations, begin, end, out, include_pad: bo
     return np.maximum(divisor, 1)
 
 
-def _plan(ex):
-    plan = ex.state.get("plan")
-    if plan is None:
-        kernel, strides, dilations, begin, end, out = pool_geometry(infer_context(ex))
-        sizes = ex.step.input_specs[0].shape[2:]
-        # ceil_mode may need room past the declared end padding for the last, partial window.
-        end_room = [max(e, (o - 1) * s + (k - 1) * d + 1 - n - b)
-                    for n, k, s, d, b, e, o in zip(sizes, kernel, strides, dilations, begin, end, out, strict=True)]
-        divisor = None
-        if ex.attrs["kind"] == "avg":
-            divisor = _divisor(sizes, kernel, strides, dilations, begin, end, out,
-                               bool(ex.attrs["count_include_pad"]))
-        plan = ex.state["plan"] = (kernel, strides, dilations, begin, end_room, out, divisor)
-    return plan
-
-
-def _lp_term(v: np.ndarray, p: float) -> np.ndarray:
-    if p == 1:
-        return np.abs(v)
-    if p == 2:
-        return v * v
-    return np.abs(v) ** p
-
-
-def _lp_root(total: np.ndarray, p: float) -> np.ndarray:
-    if p == 1:
-        return total
-    return np.sqrt(total) if p == 2 else total ** (1 / p)
-
-
-def _flat_positions(ex, x_shape, kernel, strides, dilations, begin, out, best_tap) -> np.ndarray:
-    """Flat input index of each output's chosen tap: (n * C + c) * prod(spatial) plus the spatial
-    position, row-major (storage_order 0) or with the first spatial axis fastest (1)."""
-    sizes = x_shape[2:]
+def _window_origins(sizes, out, strides, begin, order) -> tuple[np.ndarray, list[int]]:
+    """Flat input position of each window's first tap, shape (*out), and the flat step of each
+    spatial axis, for axes numbered in order (fastest first)."""
     rank = len(sizes)
-    taps = np.unravel_index(best_tap, kernel)
-    order = range(rank) if ex.attrs["storage_order"] else reversed(range(rank))
-    flat = np.zeros(best_tap.shape, np.int64)
+    flat = np.zeros(tuple(out), np.int64)
+    steps = [0] * rank
     step = 1
-    for axis in order:  # accumulate coordinate * stride, fastest axis first
+    for axis in order:
         o = np.arange(out[axis]).reshape((-1,) + (1,) * (rank - 1 - axis))
-        flat += (o * strides[axis] - begin[axis] + taps[axis] * dilations[axis]) * step
+        flat += (o * strides[axis] - begin[axis]) * step
+        steps[axis] = step
         step *= sizes[axis]
-    planes = np.arange(x_shape[0] * x_shape[1], dtype=np.int64).reshape(x_shape[:2] + (1,) * rank)
-    return flat + planes * step
+    return flat, steps
 
 
 def _inside(sizes, out, strides, dilations, begin, tap) -> np.ndarray:
@@ -91,59 +71,191 @@ def _inside(sizes, out, strides, dilations, begin, tap) -> np.ndarray:
     return inside
 
 
-def _max_with_indices(ex, x_shape, view, kernel, strides, dilations, begin, out):
+_FINAL = object()  # a pass target resolved on each run: the output, or the accumulator
+
+
+class _PoolPlan:
+    """What a Pool step reuses on every run (see the module docstring)."""
+
+    def __init__(self, ex):
+        step = ex.step
+        kernel, strides, dilations, begin, end, out = pool_geometry(infer_context(ex))
+        self.geometry = kernel, strides, dilations, begin, out
+        n, c, *sizes = step.input_specs[0].shape
+        self.out_shape = (n, c, *out)
+        self.kind = kind = ex.attrs["kind"]
+        self.p = float(ex.attrs["p"])
+        dtype = np.dtype(step.input_specs[0].dtype)
+        self.work = work = dtype if kind == "max" else np.promote_types(dtype, np.float32)
+        self.indices = kind == "max" and len(step.output_specs) > 1
+        self.empty = n * c == 0
+        # Padded extent each axis's windows read (ceil_mode may need room past the end padding).
+        self.need = need = [(o - 1) * s + (k - 1) * d + 1 for k, s, d, o in zip(kernel, strides, dilations, out)]
+        padded = [max(m, b + size) for m, b, size in zip(need, begin, sizes)]
+        self.buffered = any(begin) or padded != sizes or work != dtype or kind == "lp"
+        self.source = None  # the input the views look into, when there is no buffer
+        self.temps: list[np.ndarray] = []  # the results of all passes but the last
+        self.acc = None if work == dtype else np.empty(self.out_shape, work)
+        self.divisor = None
+        if kind == "avg":
+            divisor = _divisor(sizes, kernel, strides, dilations, begin, end, out, bool(ex.attrs["count_include_pad"]))
+            # One count for every window (no padding, or padding that counts) is a scalar.
+            self.divisor = (work.type(divisor.flat[0]) if divisor.min() == divisor.max()
+                            else divisor.astype(work))
+        if self.indices:
+            self._prepare_indices(ex, sizes, kernel, strides, dilations, begin, out)
+        if self.buffered:
+            self.buffer = np.full((n, c, *padded), _lowest(dtype) if kind == "max" else 0, work)
+            self.interior = self.buffer[(slice(None), slice(None), *(slice(b, b + s) for b, s in zip(begin, sizes)))]
+            self._build(self.buffer)
+
+    def _prepare_indices(self, ex, sizes, kernel, strides, dilations, begin, out) -> None:
+        """Per tap: its flat offset from the window's origin, and where it lies inside the input
+        (None when every window is inside)."""
+        rank = len(sizes)
+        order = range(rank) if ex.attrs["storage_order"] else reversed(range(rank))
+        self.origins, axis_steps = _window_origins(sizes, out, strides, begin, order)
+        taps = list(np.ndindex(*kernel))
+        self.tap_offsets = np.array([sum(t * d * st for t, d, st in zip(tap, dilations, axis_steps)) for tap in taps],
+                                    np.int64)
+        masks = [_inside(sizes, out, strides, dilations, begin, tap) for tap in taps]
+        self.masks = [None if m.all() else m for m in masks]
+        n, c = self.out_shape[:2]
+        self.planes = np.arange(n * c, dtype=np.int64).reshape((n, c) + (1,) * rank) * math.prod(sizes)
+        self.found = np.empty(self.out_shape, bool)
+        self.take = np.empty(self.out_shape, bool)
+        self.best = np.empty(self.out_shape, np.intp)
+
+    def _build(self, src: np.ndarray) -> None:
+        """The passes' views over src (the buffer, or the input when there is none)."""
+        kernel, strides, dilations, _, out = self.geometry
+        rank = len(kernel)
+        # Axes with one tap are only sliced (a view); the others each take one pass.
+        cur = src[(slice(None), slice(None),
+                   *(slice(0, (o - 1) * s + 1, s) if k == 1 else slice(0, m)
+                     for k, s, o, m in zip(kernel, strides, out, self.need)))]
+        self.window = cur
+        if self.indices:
+            self.tap_views = [src[(slice(None), slice(None), *(slice(t * d, t * d + (o - 1) * s + 1, s)
+                                                               for t, d, s, o in zip(tap, dilations, strides, out)))]
+                              for tap in np.ndindex(*kernel)]
+            return
+        axes = [a for a in reversed(range(rank)) if kernel[a] > 1]
+        self.passes = []
+        for number, a in enumerate(axes):
+            k, s, d, o = kernel[a], strides[a], dilations[a], out[a]
+            before = (slice(None),) * (2 + a)
+            taps = [cur[(*before, slice(t * d, t * d + (o - 1) * s + 1, s))] for t in range(k)]
+            if number == len(axes) - 1:
+                target = _FINAL
+            else:  # kept across rebuilds: the shapes are those of this resize
+                if len(self.temps) == number:
+                    self.temps.append(np.empty(taps[0].shape, self.work))
+                target = self.temps[number]
+            self.passes.append((taps, target))
+            cur = target
+
+    def bind(self, x: np.ndarray) -> None:
+        self.source = x
+        self._build(x)
+
+
+def _prepare(ex) -> None:
+    ex.state["pool"] = _PoolPlan(ex)
+
+
+@numpy_kernel("Pool", writes_outputs=True, prepare=_prepare)
+def pool(ex, inputs, outputs):
+    plan = ex.state.get("pool")
+    if plan is None:  # a direct call without prepare
+        _prepare(ex)
+        plan = ex.state["pool"]
+    x, out = inputs[0], outputs[0]
+    if plan.empty:
+        return
+    if plan.buffered:
+        interior = plan.interior
+        if plan.kind == "lp":
+            _lp_terms(x, interior, plan.p)
+        else:
+            np.copyto(interior, x)
+    elif x is not plan.source:
+        plan.bind(x)
+    if plan.indices:
+        _max_with_indices(plan, out, outputs[1])
+        return
+    final = out if plan.acc is None else plan.acc
+    reduce = np.maximum if plan.kind == "max" else np.add
+    if not plan.passes:  # every kernel axis has one tap
+        np.copyto(final, plan.window)
+    for taps, target in plan.passes:
+        if target is _FINAL:
+            target = final
+        reduce(taps[0], taps[1], out=target)
+        for tap in taps[2:]:
+            reduce(target, tap, out=target)
+    if plan.kind == "avg":
+        np.divide(final, plan.divisor, out=final)
+    elif plan.kind == "lp":
+        _lp_root(final, plan.p)
+    if final is not out:
+        np.copyto(out, final, casting="unsafe")
+
+
+def _lp_terms(x: np.ndarray, interior: np.ndarray, p: float) -> None:
+    """|x|^p into the padded buffer's interior (in the accumulation dtype)."""
+    if x.dtype != interior.dtype:
+        np.copyto(interior, x)
+        x = interior
+    if p == 1:
+        np.abs(x, out=interior)
+    elif p == 2:
+        np.multiply(x, x, out=interior)
+    else:
+        np.abs(x, out=interior)
+        np.power(interior, p, out=interior)
+
+
+def _lp_root(total: np.ndarray, p: float) -> None:
+    if p == 2:
+        np.sqrt(total, out=total)
+    elif p != 1:
+        np.power(total, 1 / p, out=total)
+
+
+def _max_with_indices(plan: _PoolPlan, y: np.ndarray, indices: np.ndarray) -> None:
     """Maximum and flat input index per window: the first tap inside the input, then any tap
     strictly greater (padding never wins, even over -inf or NaN inputs). A window with no tap
     inside the input (dilated taps can all miss it) gives the lowest value and index -1."""
-    y = np.full(view.shape[:-len(kernel)], _lowest(view.dtype), view.dtype)
-    found = np.zeros(y.shape, bool)
-    best = np.zeros(y.shape, np.int64)
-    for number, tap in enumerate(np.ndindex(*kernel)):
-        v = view[(Ellipsis, *tap)]
-        take = _inside(x_shape[2:], out, strides, dilations, begin, tap) & (~found | (v > y))
-        y = np.where(take, v, y)
-        best[take] = number
+    found, take, best = plan.found, plan.take, plan.best
+    y.fill(_lowest(y.dtype))
+    found.fill(False)
+    best.fill(0)
+    for number, (view, inside) in enumerate(zip(plan.tap_views, plan.masks)):
+        np.greater(view, y, out=take)
+        take |= ~found
+        if inside is not None:
+            take &= inside
+        np.copyto(y, view, where=take)
+        np.copyto(best, number, where=take)
         found |= take
-    return y, np.where(found, _flat_positions(ex, x_shape, kernel, strides, dilations, begin, out, best), -1)
+    np.take(plan.tap_offsets, best, out=indices, mode="clip")  # clip: no buffered copy
+    indices += plan.origins
+    indices += plan.planes
+    np.copyto(indices, -1, where=~found)
 
 
-@numpy_kernel("Pool")
-def pool(ex, x):
-    """Reduce the window view one kernel tap at a time: each step is one vectorised op over all
-    output pixels (reducing the view's kernel axes directly is ~40x slower in numpy)."""
-    kernel, strides, dilations, begin, end_room, out, divisor = _plan(ex)
-    kind = ex.attrs["kind"]
-    fill = _lowest(x.dtype) if kind == "max" else 0
-    view = window_view(pad_spatial(x, begin, end_room, fill), out, kernel, strides, dilations)
-    taps = np.ndindex(*kernel)
-    if kind == "max" and len(ex.step.output_specs) > 1:
-        return _max_with_indices(ex, x.shape, view, kernel, strides, dilations, begin, out)
-    if kind == "max":
-        y = view[(Ellipsis, *next(taps))].copy()
-        for tap in taps:
-            np.maximum(y, view[(Ellipsis, *tap)], out=y)
-        return y
-    if kind == "lp":
-        p = ex.attrs["p"]
-        work = np.promote_types(x.dtype, np.float32)
-        y = np.zeros(view.shape[:-len(kernel)], work)
-        for tap in taps:
-            y += _lp_term(view[(Ellipsis, *tap)].astype(work, copy=False), p)
-        return _lp_root(y, p).astype(x.dtype, copy=False)
-    # Accumulate in at least float32 (float16 sums of large windows lose precision).
-    y = np.zeros(view.shape[:-len(kernel)], np.promote_types(x.dtype, np.float32))
-    for tap in taps:
-        y += view[(Ellipsis, *tap)]
-    y /= divisor
-    return y.astype(x.dtype, copy=False)
-
-
-@numpy_kernel("GlobalPool")
-def global_pool(ex, x):
-    axes = tuple(range(2, x.ndim))
+@numpy_kernel("GlobalPool", writes_outputs=True)
+def global_pool(ex, inputs, outputs):
+    x, out = inputs[0], outputs[0]
+    flat = x.reshape(x.shape[:2] + (math.prod(x.shape[2:]),))  # one reduction axis (a view when contiguous)
     if ex.attrs["kind"] == "max":
-        return x.max(axis=axes, keepdims=True)
-    return x.mean(axis=axes, keepdims=True, dtype=np.promote_types(x.dtype, np.float32)).astype(x.dtype)
+        np.maximum.reduce(flat, axis=2, out=out.reshape(out.shape[:2]))
+        return
+    work = np.promote_types(x.dtype, np.float32)  # float16 sums accumulate in float32
+    target = out.reshape(out.shape[:2])
+    total = np.add.reduce(flat, axis=2, dtype=work, out=target if work == out.dtype else None)
+    np.divide(total, flat.shape[2], out=target, casting="unsafe")
 
 
 @numpy_kernel("MaxUnpool")

@@ -1,4 +1,12 @@
-"""Raster: every data-movement op after geometry lowering, as strided-view copies."""
+"""Raster: every data-movement op after geometry lowering, as strided-view copies.
+
+A region's source and destination views depend only on the arrays they look into, and a session
+hands a step the same arrays on every run of one resize (arena views, constants); feeds and other
+backends' results may be new arrays on each run. So the kernel keeps, for each input and for the
+output, the array it last saw and the region views over it, and builds a side's views again only
+when that array changed. A run is then at most one fill and one np.copyto per region: building a
+view with as_strided costs several microseconds, more than copying a small region.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -13,19 +21,83 @@ def strided_view(flat: np.ndarray, offset: int, size, strides, *, writeable: boo
                       strides=[s * flat.itemsize for s in strides], writeable=writeable)
 
 
-@numpy_kernel("Raster", writes_outputs=True)
+def region_view(base: np.ndarray, offset: int, size, strides) -> np.ndarray:
+    """View of a C-contiguous array's flat elements: element i of the view is
+    base_flat[offset + i . strides]. np.ndarray over base's buffer checks that every element lies
+    inside it and is several times cheaper than as_strided."""
+    item = base.itemsize
+    return np.ndarray(size, base.dtype, buffer=base, offset=offset * item, strides=[s * item for s in strides])
+
+
+def _address(x: np.ndarray) -> tuple:
+    """What makes two C-contiguous arrays share their views: the same memory, type and size. A
+    new array at a kept array's address is in the kept array's memory (the views hold it alive)."""
+    return x.__array_interface__["data"][0], x.nbytes, x.dtype
+
+
+class _Bound:
+    """The region views of one step over the arrays last seen."""
+
+    def __init__(self, plan, sources: int):
+        self.fill = plan.fill
+        self.regions = plan.regions
+        self.sources = sorted({r.src for r in plan.regions})
+        self.seen: list = [None] * max([sources, *(i + 1 for i in self.sources)])  # the arrays last seen
+        self.keys: list = [None] * len(self.seen)
+        self.out = self.out_key = self.target = None
+        self.src = [None] * len(self.regions)
+        self.dst = [None] * len(self.regions)
+        self.pairs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def bind_input(self, index: int, x: np.ndarray) -> None:
+        if not x.flags.c_contiguous:  # rare (constants made by views): a fresh copy, never kept
+            base = np.ascontiguousarray(x)
+            self.seen[index] = self.keys[index] = None
+        else:
+            self.seen[index] = base = x
+            key = _address(x)
+            if key == self.keys[index]:
+                return  # a new array object over the same memory: the views still hold
+            self.keys[index] = key
+        for number, r in enumerate(self.regions):
+            if r.src == index:
+                self.src[number] = region_view(base, r.src_offset, r.size, r.src_strides)
+        self._pair()
+
+    def bind_output(self, out: np.ndarray) -> None:
+        self.out = out
+        # A non-contiguous output (never from the session's arena) is written through a copy.
+        self.target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        key = _address(self.target)
+        if key == self.out_key:
+            return
+        self.out_key = key
+        self.dst = [region_view(self.target, r.dst_offset, r.size, r.dst_strides) for r in self.regions]
+        self._pair()
+
+    def _pair(self) -> None:
+        self.pairs = list(zip(self.dst, self.src))
+
+
+def _prepare(ex) -> _Bound:
+    bound = ex.state["raster"] = _Bound(ex.step.plan, len(ex.step.inputs))
+    return bound
+
+
+@numpy_kernel("Raster", writes_outputs=True, prepare=_prepare)
 def raster(ex, inputs, outputs):
-    plan = ex.step.plan
+    bound = ex.state.get("raster") or _prepare(ex)  # direct calls (constant folding) skip prepare
     out = outputs[0]
-    flat_out = out.reshape(-1)
-    if plan.fill is not None:
-        flat_out.fill(plan.fill)
-    flats = [np.asarray(x, order="C").reshape(-1) if x is not None else None for x in inputs]
-    for region in plan.regions:
-        src = flats[region.src]
-        if src.dtype != out.dtype:
-            src = src.astype(out.dtype)
-        dst_view = strided_view(flat_out, region.dst_offset, region.size, region.dst_strides,
-                                writeable=True)
-        dst_view[...] = strided_view(src, region.src_offset, region.size, region.src_strides,
-                                     writeable=False)
+    if out is not bound.out:
+        bound.bind_output(out)
+    seen = bound.seen
+    for index in bound.sources:
+        x = inputs[index]
+        if x is not seen[index]:
+            bound.bind_input(index, np.asarray(x))
+    if bound.fill is not None:
+        bound.target.fill(bound.fill)
+    for dst, src in bound.pairs:
+        np.copyto(dst, src, casting="unsafe")  # a cast only where a source's dtype differs
+    if bound.target is not out:
+        np.copyto(out, bound.target)

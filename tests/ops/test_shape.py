@@ -42,10 +42,10 @@ def test_constant_of_shape(opset):
              {"value": numpy_helper.from_array(np.array([-2.5], np.float64))}, opset=opset)  # scalar
 
 
-def test_constant_of_shape_needs_known_shape():
-    model = make_model("ConstantOfShape", [np.array([2, 3], np.int64)])
-    with pytest.raises(wgnn.ShapeError, match="known before running"):
-        run_wgnn(model, {"in0": np.array([2, 3], np.int64)})
+def test_constant_of_shape_fed_at_run_time():
+    # The shape is data: a sync point plans the op once its value is known, for each new value.
+    check_op("ConstantOfShape", [np.array([2, 3], np.int64)])
+    check_op("ConstantOfShape", [np.array([4, 1, 2], np.int64)], {"value": np.array([7], np.int32)})
 
 
 @pytest.mark.parametrize("start,limit,delta", [
