@@ -6,6 +6,7 @@ overflow check); bool as u32 0/1. Every tensor element is 4 bytes.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 
@@ -28,6 +29,19 @@ PARAM_INTS = 64  # size of the Params uniform block (prelude.wgsl)
 # 65535; loops after it run once). Kernels whose loops could pass this run on the CPU there.
 LLVMPIPE_LOOP_LIMIT = 65535
 LOOP_BUDGET = 60000
+# Index validation (docs/reliability.md): kernels that meet an index they cannot use report it in
+# the backend's status buffer, 4 u32 words: [flag, status id of the step, check code, value].
+STATUS_SLOT = PARAM_INTS - 1  # params slot holding a validating dispatch's status id
+STATUS_BYTES = 16
+STATUS_WGSL = """// Flags a bad index for the host (WgpuBackend._raise_status): the first report of a run keeps its
+// step, check code and value; later reports only find the flag set.
+fn report_bad(check: u32, value: i32) {
+    if (atomicLoad(&status[0]) == 0u && atomicExchange(&status[0], 1u) == 0u) {
+        atomicStore(&status[1], pu(63u));
+        atomicStore(&status[2], check);
+        atomicStore(&status[3], bitcast<u32>(value));
+    }
+}"""
 
 EXECUTIONS: dict[str, type[GpuExecution]] = {}
 
@@ -59,6 +73,9 @@ class Dispatch:
 
 class GpuExecution(Execution):
     """Base of GPU ops: prepare() builds dispatches with self.dispatch(...); encode() replays them."""
+
+    status_id = 0  # set when a dispatch binds the status buffer: the id its kernel reports
+    checks_status = False  # the status must be read after the segment (see dispatch(status=...))
 
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
@@ -95,15 +112,45 @@ class GpuExecution(Execution):
         source array and kept across resizes; returns a tensor name to pass to dispatch()."""
         return self.backend.packed_constant(f"{self.step.node.name}/{key}", source, pack)
 
+    def status_error(self, check: int, value: int) -> str:
+        """The message for a bad index its kernel reported (check code and value as the kernel
+        passed them to report_bad); kernels that validate override it."""
+        return f"{self.step.label}: bad index {value} (check {check})"
+
+    def status_mode(self, *inputs: int) -> str:
+        """dispatch(status=...) for a kernel validating the given inputs: "bind" when all are
+        absent or known at resize (the shape function checked them; the kernel cannot flag), else
+        "check"."""
+        values, names = self.step.input_values or [], self.step.inputs
+        known = all(i >= len(names) or not names[i] or (i < len(values) and values[i] is not None) for i in inputs)
+        return "bind" if known else "check"
+
     def dispatch(self, path: str, tensors: list[str], params: list[int | float], invocations: int, *,
-                 text: dict[str, str] | None = None, constants: dict | None = None) -> None:
+                 text: dict[str, str] | None = None, constants: dict | None = None,
+                 status: str | None = None) -> None:
         """Prepare one dispatch of kernels_wgsl/<path> over `invocations` invocations, binding the
-        named tensors in order and then the params uniform (ints; floats are bit-cast)."""
+        named tensors in order and then the params uniform (ints; floats are bit-cast).
+
+        status: "check" or "bind" for kernels that validate indices: the backend's status buffer
+        is bound after the tensors (declared `var<storage, read_write> status: array<atomic<u32>>`),
+        {{REPORT_BAD}} becomes report_bad(check, value) and params slot 63 the step's status id.
+        "check" has the status read after the segment runs (a report raises InputError with
+        status_error()); "bind" skips that read, for indices already checked at resize."""
         if invocations <= 0:
             return
         backend = self.backend
         written = set(self.step.outputs)
-        bindings = tuple([backend.binding_kind(name, name in written) for name in tensors] + [UNIFORM])
+        kinds = [backend.binding_kind(name, name in written) for name in tensors]
+        if status is not None:
+            if len(params) > STATUS_SLOT:
+                raise WgnnError(f"{self.step.label}: params slot {STATUS_SLOT} is the status id")
+            if not self.status_id:
+                self.status_id = next(backend.status_ids)
+            self.checks_status = self.checks_status or status == "check"
+            params = list(params) + [0] * (STATUS_SLOT - len(params)) + [self.status_id]
+            text = {**(text or {}), "REPORT_BAD": STATUS_WGSL}
+            kinds.append(STORAGE)
+        bindings = tuple(kinds + [UNIFORM])
         try:
             kernel = backend.pipelines.get(path, bindings, params=text,
                                            constants={"WG": WORKGROUP, **(constants or {})})
@@ -111,7 +158,9 @@ class GpuExecution(Execution):
             raise type(exc)(f"{self.step.label}: {exc}") from None
         uniform = backend.uniform(params, f"{self.step.label} params")
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
-        entries.append({"binding": len(tensors), "resource": {"buffer": uniform, "offset": 0, "size": uniform.size}})
+        if status is not None:
+            entries.append({"binding": len(entries), "resource": backend.status_binding()})
+        entries.append({"binding": len(entries), "resource": {"buffer": uniform, "offset": 0, "size": uniform.size}})
         try:
             bind_group = backend.device.create_bind_group(layout=kernel.layout, entries=entries)
         except Exception as exc:
@@ -231,6 +280,9 @@ class WgpuBackend(Backend):
         self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
         self.pending_constants: dict[str, np.ndarray] = {}
         self.profiler = None  # profiler.GpuProfiler: opt-in per-step timing (enable_profiling)
+        self.status_ids = itertools.count(1)
+        self.status_buffers = None  # (status, mappable copy), made when a kernel first binds it
+        self.status_reads = 0  # segments whose status was read back (models without validating ops: 0)
 
     def enable_profiling(self, steps: int):
         """Time each step of the next runs (wgnn bench --per-op); `steps` GPU steps at most per
@@ -451,18 +503,22 @@ class WgpuBackend(Backend):
                         queue.write_buffer(buffer, offset, data.tobytes())
                     except Exception as exc:
                         raise self._device_error(exc, [], f'uploading tensor "{name}"') from None
+            executions = [execution for _, execution in segment.steps]
             if observer:  # debug runs: one submission per step, so tensors can be read in between
                 for step, execution in segment.steps:
                     observer.before(step, self, values)
-                    self._submit([execution])
+                    if self._submit([execution]):
+                        self._raise_status([execution], self._read_status())
                     observer.after(step, self, values)
+                check = False
             else:
                 encoder = self.device.create_command_encoder()
                 if profiler:
+                    check = self._reset_status(executions)
                     profiler.encode(encoder, segment)
-                    self._finish(encoder)
+                    self._finish(encoder, check=check)
                 else:
-                    self._submit([execution for _, execution in segment.steps], encoder)
+                    check = self._submit(executions, encoder)
             for name in segment.exports:
                 try:
                     values[name] = self.download(name)
@@ -470,9 +526,13 @@ class WgpuBackend(Backend):
                     raise self._device_error(exc, [], f'downloading tensor "{name}"') from None
             if profiler:
                 profiler.collect(segment, started)
+            if check:  # after the downloads, which wait for the GPU anyway (mapping it earlier gains nothing)
+                self._raise_status(executions, self._read_status())
 
-    def _submit(self, executions, encoder=None) -> None:
-        """Record the executions into one compute pass and submit."""
+    def _submit(self, executions, encoder=None) -> bool:
+        """Record the executions into one compute pass and submit. True when the status must be
+        read after it (_read_status, _raise_status)."""
+        check = self._reset_status(executions)
         try:
             encoder = encoder or self.device.create_command_encoder()
             compute = encoder.begin_compute_pass()
@@ -481,13 +541,63 @@ class WgpuBackend(Backend):
             compute.end()
         except Exception as exc:
             raise self._device_error(exc, executions, "recording") from None
-        self._finish(encoder, executions)
+        self._finish(encoder, executions, check=check)
+        return check
 
-    def _finish(self, encoder, executions=()) -> None:
+    def _finish(self, encoder, executions=(), *, check: bool = False) -> None:
+        """Submit; with check, the same submission copies the status into its mappable buffer."""
         try:
+            if check:
+                status, readable = self.status_buffers
+                encoder.copy_buffer_to_buffer(status, 0, readable, 0, STATUS_BYTES)
             self.device.queue.submit([encoder.finish()])
         except Exception as exc:
             raise self._device_error(exc, executions, "submitting") from None
+
+    # ------------------------------------------------------------------ index validation
+    def status_binding(self) -> dict:
+        """The status buffer's binding, made on first use: models without validating kernels
+        never have one."""
+        if self.status_buffers is None:
+            readable = self.device.create_buffer(
+                size=STATUS_BYTES, label="wgnn status readback",
+                usage=self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST)
+            self.status_buffers = (self._buffer(STATUS_BYTES, "wgnn status"), readable)
+        return {"buffer": self.status_buffers[0], "offset": 0, "size": STATUS_BYTES}
+
+    def _reset_status(self, executions) -> bool:
+        """Zero the status before a submission whose kernels check indices at run time; True
+        then (the status is read after it), False (nothing to do) otherwise."""
+        if not any(getattr(execution, "checks_status", False) for execution in executions):
+            return False
+        self.device.queue.write_buffer(self.status_buffers[0], 0, bytes(STATUS_BYTES))
+        return True
+
+    def _read_status(self) -> list[int]:
+        """[flag, status id, check, value] as the last checking submission left them."""
+        readable = self.status_buffers[1]
+        try:
+            readable.map_sync(self.wgpu.MapMode.READ)
+            try:
+                words = np.frombuffer(readable.read_mapped(), np.uint32).tolist()
+            finally:
+                readable.unmap()
+        except Exception as exc:
+            raise self._device_error(exc, [], "reading the index status") from None
+        self.status_reads += 1
+        return words
+
+    def _raise_status(self, executions, words: list[int]) -> None:
+        """A kernel's report becomes the InputError the numpy backend would raise, naming the step
+        (the first report of the submission wins)."""
+        flag, status_id, check, value = words
+        if not flag:
+            return
+        value = value - 2 ** 32 if value >= 2 ** 31 else value  # the kernel's i32
+        for execution in executions:
+            if execution.status_id == status_id:
+                raise InputError(execution.status_error(check, value))
+        raise InputError(f"a GPU kernel reported the bad index {value} (status id {status_id}, check {check})")
 
     def _device_error(self, exc: Exception, executions, doing: str) -> DeviceError:
         """A typed error naming the op at fault: wgpu validates a command buffer as a whole, so

@@ -1,5 +1,6 @@
 """GPU kernels for data movement that geometry lowering leaves to kernels (Gather with run-time
-indices) and for Cast."""
+indices) and for Cast. Gather reports run-time indices out of range through the backend's status
+buffer, raising the numpy backend's InputError."""
 from __future__ import annotations
 
 import math
@@ -25,8 +26,15 @@ class GatherGpu(GpuExecution):
         out = step.output_specs[0]
         if inner == 0 or count == 0:
             return
+        # Indices known at resize were checked by the shape function; run-time ones by the kernel.
         self.dispatch("movement/gather.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]],
-                      [out.size, inner, count, shape[axis]], -(-out.size // 4))
+                      [out.size, inner, count, shape[axis]], -(-out.size // 4), status=self.status_mode(1))
+
+    def status_error(self, check: int, value: int) -> str:
+        shape = self.step.input_specs[0].shape
+        axis = self.step.attrs["axis"] % len(shape)
+        return (f'{self.step.label}: indices must lie in [{-shape[axis]}, {shape[axis]}) for axis {axis}, '
+                f'got {value} in "{self.step.inputs[1]}"')
 
 
 @gpu_kernel("Cast")

@@ -1,7 +1,8 @@
 """Pool family on the GPU: Pool (max / avg / lp over sliding windows, a row segment of up to 64
 output pixels per invocation), GlobalPool (one invocation per (n, c) plane) and MaxUnpool (a
-zeroing dispatch, then a scatter). One dispatch per op otherwise; window geometry (pads,
-auto_pad, ceil_mode, output sizes) comes from engine/ops/pool.pool_geometry.
+zeroing dispatch, then a scatter that reports indices outside the output through the backend's
+status buffer). One dispatch per op otherwise; window geometry (pads, auto_pad, ceil_mode, output
+sizes) comes from engine/ops/pool.pool_geometry.
 
 On 4-D float feature maps Pool and GlobalPool prefer NC4HW4 (pool_nc4hw4.wgsl: a slice's row
 segment per invocation, a vec4 of 4 channels per pixel; global_pool_nc4hw4.wgsl: one invocation
@@ -200,6 +201,12 @@ class MaxUnpoolGpu(GpuExecution):
         step = self.step
         x, y = step.input_specs[0].size, step.output_specs[0].size
         tensors = [step.inputs[0], step.inputs[1], step.outputs[0]]
-        # Zero the output, then scatter: two dispatches that run in order.
-        self.dispatch("pool/max_unpool.wgsl", tensors, [0, y, y], ceil_div(y, 4))
-        self.dispatch("pool/max_unpool.wgsl", tensors, [1, x, y], ceil_div(x, 4))
+        # Zero the output, then scatter: two dispatches that run in order. The scatter reports
+        # indices outside the output (even known ones: no shape function checks them).
+        self.dispatch("pool/max_unpool.wgsl", tensors, [0, y, y], ceil_div(y, 4), status="bind")
+        self.dispatch("pool/max_unpool.wgsl", tensors, [1, x, y], ceil_div(x, 4), status="check")
+
+    def status_error(self, check: int, value: int) -> str:
+        shape = self.step.output_specs[0].shape
+        return (f"{self.step.label}: index {value} is outside the output's {math.prod(shape)} elements "
+                f'{list(shape)} in "{self.step.inputs[1]}"')

@@ -92,17 +92,24 @@ class RecurrentGpu(GpuExecution):
             return  # empty outputs
         params, tensors = self._params(dirs, steps, batch, hidden)
         variant = self.variant(step, self.backend.context.info.adapter_type)
+        # The kernels report sequence_lens outside [0, T] (no shape function checks known ones).
+        status = "check" if len(step.inputs) > 3 and step.inputs[3] else "bind"
         if variant == "fused":
             # dispatch() counts workgroups of WORKGROUP invocations: one per (direction, batch row).
-            self.dispatch(KERNELS[variant], tensors, params, dirs * batch * WORKGROUP)
+            self.dispatch(KERNELS[variant], tensors, params, dirs * batch * WORKGROUP, status=status)
             return
         units = dirs * batch * hidden
         for s in range(steps):
-            self.dispatch(KERNELS[variant], tensors, params + [s, 0], units)
+            self.dispatch(KERNELS[variant], tensors, params + [s, 0], units, status=status)
             if _two_phase(step):
-                self.dispatch(KERNELS[variant], tensors, params + [s, 1], units)
+                self.dispatch(KERNELS[variant], tensors, params + [s, 1], units, status=status)
         if _two_phase(step):
-            self.dispatch(KERNELS[variant], tensors, params + [0, 2], units)
+            self.dispatch(KERNELS[variant], tensors, params + [0, 2], units, status=status)
+
+    def status_error(self, check: int, value: int) -> str:
+        steps = _sizes(self.step)[1]
+        return (f"{self.step.label}: sequence_lens[{check}] = {value} must lie in [0, {steps}] "
+                f'in "{self.step.inputs[3]}"')
 
     def _params(self, dirs: int, steps: int, batch: int, hidden: int) -> tuple[list, list[str]]:
         step = self.step

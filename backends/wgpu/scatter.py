@@ -2,9 +2,10 @@
 
 Scatters never race: each invocation owns a set of output positions that no other invocation's
 updates can reach and applies its updates in index order, so repeated indices give the numpy
-backend's result with no atomics. Indices only known at run time cannot raise on the GPU: an
-out-of-range gather index reads 0 and an out-of-range scatter index is skipped (each kernel says
-so); indices known at resize are checked by the shape functions.
+backend's result with no atomics. Indices known at resize are checked by the shape functions;
+the kernels check run-time ones: an out-of-range gather index reads 0 and an out-of-range scatter
+index is skipped (no access leaves a tensor), and each reports it through the backend's status
+buffer, so the run raises the numpy backend's InputError (WgpuBackend._raise_status).
 """
 from __future__ import annotations
 
@@ -69,7 +70,24 @@ class GatherElementsGpu(GpuExecution):
         n = step.output_specs[0].size
         params = [n, shape[axis], axis_stride, 0, 0, 0, 0, 0] + padded(list(ishape), 1) + padded(strides, 0)
         self.dispatch("scatter/gather_elements.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]],
-                      params, _quads(n))
+                      params, _quads(n), status=self.status_mode(1))
+
+    def status_error(self, check: int, value: int) -> str:
+        return _axis_index_error(self.step, value)
+
+
+def _axis_index_error(step: Step, value: int) -> str:
+    """GatherElements / ScatterElements: the numpy backend's message, with the indices' name."""
+    shape = step.input_specs[0].shape
+    axis = step.attrs["axis"] % len(shape)
+    return (f'{step.label}: index along axis {axis} {value} is out of range [-{shape[axis]}, {shape[axis]}) '
+            f'in "{step.inputs[1]}"')
+
+
+def _tuple_index_error(step: Step, dims, position: int, value: int) -> str:
+    """GatherND / ScatterND: the numpy backend's message for position `position` of a tuple."""
+    dim = dims[position] if 0 <= position < len(dims) else "?"
+    return f'{step.label}: index {value} is out of range [-{dim}, {dim}) in "{step.inputs[1]}"'
 
 
 def _tuple_params(dims, strides) -> list[int]:
@@ -97,7 +115,11 @@ class GatherNDGpu(GpuExecution):
         head = [n, slice_size, math.prod(ishape[b:-1]), math.prod(shape[b:]), m, 0, 0, 0]
         params = head + _tuple_params(shape[b:b + m], contiguous_strides(shape[b:])[:m])
         self.dispatch("scatter/gather_nd.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]],
-                      params, _quads(n))
+                      params, _quads(n), status=self.status_mode(1))
+
+    def status_error(self, check: int, value: int) -> str:
+        b = self.step.attrs["batch_dims"]
+        return _tuple_index_error(self.step, self.step.input_specs[0].shape[b:], check, value)
 
 
 def _combine(step: Step) -> dict[str, str]:
@@ -131,7 +153,10 @@ class ScatterElementsGpu(GpuExecution):
         params = (head + padded(lines, 1) + padded(list(strides), 0) + padded(ilines, 1)
                   + padded(list(istrides), 0))
         self.dispatch("scatter/scatter_elements.wgsl", [*step.inputs[:3], step.outputs[0]], params, size // shape[axis],
-                      text=_combine(step))
+                      text=_combine(step), status=self.status_mode(1))
+
+    def status_error(self, check: int, value: int) -> str:
+        return _axis_index_error(self.step, value)
 
 
 def _tuples_per_invocation(step: Step) -> int:
@@ -175,7 +200,10 @@ class ScatterNDGpu(GpuExecution):
         params = [invocations, slice_size, count, per, m, 0, 0, 0]
         params += _tuple_params(shape[:m], contiguous_strides(shape)[:m])
         self.dispatch("scatter/scatter_nd.wgsl", [step.inputs[1], step.inputs[2], step.outputs[0]], params,
-                      invocations, text=_combine(step))
+                      invocations, text=_combine(step), status=self.status_mode(1))
+
+    def status_error(self, check: int, value: int) -> str:
+        return _tuple_index_error(self.step, self.step.input_specs[0].shape, check, value)
 
 
 @gpu_kernel("OneHot")
@@ -267,4 +295,9 @@ class ReverseSequenceGpu(GpuExecution):
         strides = contiguous_strides(x.shape)
         params = [x.size, x.shape[time_axis], strides[time_axis], x.shape[batch_axis], strides[batch_axis]]
         self.dispatch("scatter/reverse_sequence.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]], params,
-                      _quads(x.size))
+                      _quads(x.size), status=self.status_mode(1))
+
+    def status_error(self, check: int, value: int) -> str:
+        steps = self.step.input_specs[0].shape[self.step.attrs["time_axis"]]
+        return (f'{self.step.label}: sequence length {value} is out of range [0, {steps}] '
+                f'in "{self.step.inputs[1]}"')

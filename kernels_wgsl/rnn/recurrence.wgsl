@@ -3,12 +3,14 @@
 // hidden units l, l + WG, ...; the hidden state lives in workgroup memory (two buffers swapped
 // every step, so one barrier per step separates its readers from its writers). GRU without
 // linear_before_reset needs r * h of every unit before any candidate: a second phase and barrier.
-// Absent optional tensors are bound to stand-ins and never touched (flags).
+// Absent optional tensors are bound to stand-ins and never touched (flags). A sequence length
+// outside [0, T] is reported to the host (report_bad, check = batch row), which raises the numpy
+// backend's InputError; the kernel runs on with it clamped.
 // params: 0 T, 1 N, 2 H, 3 cell (0 RNN, 1 GRU, 2 LSTM), 4 direction (0 fwd, 1 rev, 2 bidi),
 // 5 has B, 6 has lens, 7 has h0, 8 has c0, 9 has P, 10 write Y, 11 write Y_h, 12 write Y_c,
 // 13 linear_before_reset, 14 input_forget, 15 has clip, 16 clip, 17..19 xw strides (dir, n, t),
 // 20..22 Y strides (dir, n, t), 23..24 state strides (dir, n), 25..27 R strides (dir, row, k),
-// 28 gates, 32..37 activation ids (dir 0 f g h, dir 1 f g h), 38..43 alphas, 44..49 betas.
+// 28 gates, 32..37 activation ids (dir 0 f g h, dir 1 f g h), 38..43 alphas, 44..49 betas, 63 status id.
 @group(0) @binding(0) var<storage, read_write> xw: array<f32>;
 @group(0) @binding(1) var<storage, read_write> rw: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
@@ -19,7 +21,8 @@
 @group(0) @binding(7) var<storage, read_write> y: array<f32>;
 @group(0) @binding(8) var<storage, read_write> y_h: array<f32>;
 @group(0) @binding(9) var<storage, read_write> y_c: array<f32>;
-@group(0) @binding(10) var<uniform> params: Params;
+@group(0) @binding(10) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(11) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 const MAXH: u32 = 512u;  // units per state array (backends/wgpu/rnn.py refuses larger H)
@@ -185,7 +188,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let reverse = direction == 1u || d == 1u;
     var len = steps;
     if (p(6u) != 0) {
-        len = u32(clamp(lens[n], 0, i32(steps)));
+        let given = lens[n];
+        if (given < 0 || given > i32(steps)) {
+            report_bad(n, given);  // the host raises; the clamped length keeps every access in bounds
+        }
+        len = u32(clamp(given, 0, i32(steps)));
     }
     let so = d * pu(23u) + n * pu(24u);
     let row = Row(d, d * pu(17u) + n * pu(18u), d * pu(20u) + n * pu(21u), so,
@@ -228,3 +235,5 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         }
     }
 }
+
+{{REPORT_BAD}}

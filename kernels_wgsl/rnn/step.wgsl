@@ -5,7 +5,8 @@
 // updated in place in Y_c (each unit touches its own), Y_h is written at a sequence's last step.
 // GRU without linear_before_reset runs two dispatches per step: z into Y[t] and r * h into Y_h
 // (scratch), then the candidate; a last dispatch copies Y_h from Y. Inputs, outputs and params
-// as recurrence.wgsl; 50 step s, 51 mode (0 step, 1 GRU candidate, 2 GRU Y_h from Y).
+// as recurrence.wgsl (a bad sequence length is reported and clamped); 50 step s, 51 mode (0 step,
+// 1 GRU candidate, 2 GRU Y_h from Y).
 @group(0) @binding(0) var<storage, read_write> xw: array<f32>;
 @group(0) @binding(1) var<storage, read_write> rw: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
@@ -16,7 +17,8 @@
 @group(0) @binding(7) var<storage, read_write> y: array<f32>;
 @group(0) @binding(8) var<storage, read_write> y_h: array<f32>;
 @group(0) @binding(9) var<storage, read_write> y_c: array<f32>;
-@group(0) @binding(10) var<uniform> params: Params;
+@group(0) @binding(10) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(11) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn activate(which: u32, dir: u32, x_in: f32) -> f32 {
@@ -98,7 +100,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let reverse = direction == 1u || d == 1u;
     var len = steps;
     if (p(6u) != 0) {
-        len = u32(clamp(lens[n], 0, i32(steps)));
+        let given = lens[n];
+        if (given < 0 || given > i32(steps)) {
+            report_bad(n, given);  // the host raises; the clamped length keeps every access in bounds
+        }
+        len = u32(clamp(given, 0, i32(steps)));
     }
     let s = pu(50u);
     let mode = p(51u);
@@ -187,3 +193,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         y_h[so + j] = h;
     }
 }
+
+{{REPORT_BAD}}

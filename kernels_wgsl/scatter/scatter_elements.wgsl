@@ -3,15 +3,18 @@
 // the matching indices line in index order: repeated indices resolve as on the CPU (the last
 // update wins, or all combine in order) with no atomics. {{COMBINE}} merges the current value a
 // with the update u. Negative indices count from the end; an index still out of range is skipped
-// (a shader cannot raise; the numpy backend raises, known indices are checked at resize).
+// and reported to the host (report_bad, check 0), which raises the numpy backend's InputError
+// (known indices are checked at resize).
 // params: 0 = lines, 1 = data axis length, 2 = data axis stride, 3 = indices axis length,
 // 4 = indices axis stride, 8..13 = data shape with 1 on the axis, 16..21 = data strides,
-// 24..29 = indices shape with 1 on the axis, 32..37 = indices strides (rank 6, right-aligned).
+// 24..29 = indices shape with 1 on the axis, 32..37 = indices strides (rank 6, right-aligned),
+// 63 = status id.
 @group(0) @binding(0) var<storage, read_write> data: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> indices: array<i32>;
 @group(0) @binding(2) var<storage, read_write> updates: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> out: array<{{T}}>;
-@group(0) @binding(4) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
@@ -43,16 +46,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let count = pu(3u);
     let src_stride = pu(4u);
+    var bad = false;  // reported once, after the loop
+    var bad_value = 0;
     for (var j = 0u; j < count; j++) {
-        var index = indices[src + j * src_stride];
-        if (index < 0) {
-            index += len;
-        }
+        let raw = indices[src + j * src_stride];
+        let index = select(raw, raw + len, raw < 0);
         if (index >= 0 && index < len) {
             let dst = at + u32(index) * stride;
             let a = out[dst];
             let u = updates[src + j * src_stride];
             out[dst] = {{COMBINE}};
+        } else if (!bad) {
+            bad = true;
+            bad_value = raw;
         }
     }
+    if (bad) {
+        report_bad(0u, bad_value);
+    }
 }
+
+{{REPORT_BAD}}
