@@ -83,10 +83,12 @@ class FakeSession:
 
 
 def test_growing_rss_is_caught():
-    thresholds = soak.Thresholds(rss_bytes=2 << 20)
+    # The leak adds ~8.75 MiB between the first and last thirds of the samples; 4 MiB leaves room
+    # for allocator noise in a busy test worker.
+    thresholds = soak.Thresholds(rss_bytes=4 << 20)
     result = soak.soak_session(FakeSession(leak_bytes=64 << 10), {}, runs=200, sample_every=20, thresholds=thresholds)
     assert not result["flat"] and not result["ok"] and not result["memory"]["rss"]["flat"]
-    assert result["memory"]["rss"]["growth"] > 2 << 20
+    assert result["memory"]["rss"]["growth"] > 4 << 20
     assert result["outputs_stable"]
     assert soak.soak_session(FakeSession(), {}, runs=200, sample_every=20, thresholds=thresholds)["ok"]
 
