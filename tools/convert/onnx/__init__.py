@@ -178,11 +178,11 @@ def _check_onnx(proto, origin: str) -> None:
 
 
 def _checkable(proto):
-    """The model as onnx.checker should see it. Tensors become empty placeholders of the same name
+    """The model as onnx.checker should see it. Tensors become empty stand-ins of the same name
     and type: the converter checks their data itself, a copy of the weights would double memory,
     and the checker resolves external data against the working directory rather than the model's
     folder (_check_external does that properly). Value infos without a type, element type or shape
-    get placeholders: the checker insists on them, while onnxruntime and the reference evaluator
+    get stand-in values: the checker insists on them, while onnxruntime and the reference evaluator
     treat them as optional (and so do many exporters and tests)."""
     import onnx
 
@@ -219,7 +219,7 @@ def _checkable_graph(graph_proto):
             vi.type.tensor_type.SetInParent()
         if vi.type.HasField("tensor_type"):
             ttype = vi.type.tensor_type
-            if not ttype.elem_type:  # unknown element type: a placeholder the converter ignores
+            if not ttype.elem_type:  # unknown element type: a stand-in the converter ignores
                 ttype.elem_type = onnx.TensorProto.FLOAT
             if not ttype.HasField("shape"):
                 ttype.shape.SetInParent()
