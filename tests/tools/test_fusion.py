@@ -220,3 +220,33 @@ def test_residual_add_not_folded():
     nodes = [conv, helper.make_node("Relu", ["y"], ["ry"]), helper.make_node("Add", ["ry", "r"], ["out"])]
     model = build(nodes, {"x": [2, 3, 5, 5], "r": [2, 4, 5, 5]}, ["out"], inits)
     check(model, {"x": x, "r": r(2, 4, 5, 5)}, ["Conv", "Binary"])
+
+
+# ------------------------------------------------------------------------------- zero Pad -> Conv
+@pytest.mark.parametrize(("pads", "axes"), [([0, 0, 1, 2, 0, 0, 2, 0], None), ([1, 0, 0, 3], [-2, 3])])
+def test_zero_pad_folds_into_conv_pads(pads, axes):
+    inputs = ["x", "pads", "", "axes"] if axes else ["x", "pads"]
+    pad = helper.make_node("Pad", inputs, ["p"], mode="constant")
+    conv = helper.make_node("Conv", ["p", "w", "b"], ["y"], pads=[1, 0, 0, 1])
+    inits = {"w": r(4, 3, 3, 2), "b": r(4), "pads": np.array(pads, np.int64)}
+    if axes:
+        inits["axes"] = np.array(axes, np.int64)
+    graph = check(build([pad, conv], {"x": [2, 3, 6, 5]}, ["y"], inits, opset=18), {"x": r(2, 3, 6, 5)}, ["Conv"])
+    assert graph.nodes[0].inputs[0] == "x"
+
+
+@pytest.mark.parametrize(("mode", "pads", "fill"), [
+    ("reflect", [0, 0, 1, 1, 0, 0, 1, 1], None),    # not zeros at the border
+    ("constant", [0, 0, 1, 1, 0, 0, 1, 1], 0.5),    # a fill value the conv's padding cannot give
+    ("constant", [0, 1, 0, 0, 0, 1, 0, 0], None),   # pads channels
+    ("constant", [0, 0, -1, 0, 0, 0, 0, 0], None),  # crops
+])
+def test_pad_that_conv_padding_cannot_express_stays(mode, pads, fill):
+    inputs = ["x", "pads"] + (["fill"] if fill is not None else [])
+    pad = helper.make_node("Pad", inputs, ["p"], mode=mode)
+    channels = 3 + pads[1] + pads[5]
+    conv = helper.make_node("Conv", ["p", "w"], ["y"])
+    inits = {"w": r(2, channels, 2, 2), "pads": np.array(pads, np.int64)}
+    if fill is not None:
+        inits["fill"] = np.array(fill, np.float32)
+    check(build([pad, conv], {"x": [1, 3, 5, 5]}, ["y"], inits, opset=18), {"x": r(1, 3, 5, 5)}, ["Pad", "Conv"])
