@@ -250,3 +250,21 @@ def test_pad_that_conv_padding_cannot_express_stays(mode, pads, fill):
     if fill is not None:
         inits["fill"] = np.array(fill, np.float32)
     check(build([pad, conv], {"x": [1, 3, 5, 5]}, ["y"], inits, opset=18), {"x": r(1, 3, 5, 5)}, ["Pad", "Conv"])
+
+
+# ------------------------------------------------------- more activations in conv/matmul epilogues
+@pytest.mark.parametrize(("op", "attrs", "opset"), [
+    ("Gelu", {}, 20), ("Gelu", {"approximate": "tanh"}, 20), ("Elu", {"alpha": 0.7}, 17),
+    ("Selu", {"gamma": 1.2}, 17), ("Celu", {"alpha": 1.3}, 17), ("Mish", {}, 18), ("Softsign", {}, 17)])
+@pytest.mark.parametrize("host", ["MatMul", "Conv", "ConvTranspose"])
+def test_activation_fused_into_every_host_on_every_backend(op, attrs, opset, host):
+    from helpers import check_model
+
+    shapes = {"MatMul": ((2, 5, 6), (6, 7)), "Conv": ((2, 5, 6, 7), (6, 5, 3, 3)),
+              "ConvTranspose": ((2, 5, 6, 7), (5, 6, 3, 3))}[host]
+    x, w = r(*shapes[0]), r(*shapes[1])
+    host_attrs = {"Conv": {"pads": [1, 1, 1, 1]}, "ConvTranspose": {"strides": [2, 2]}}.get(host, {})
+    nodes = [helper.make_node(host, ["x", "w"], ["y"], **host_attrs), helper.make_node(op, ["y"], ["z"], **attrs)]
+    model = build(nodes, {"x": list(x.shape)}, ["z"], {"w": w}, opset=opset)
+    assert [n.op_type for n in wgnn.convert(model).graph.nodes] == [host]
+    check_model(model, {"x": x}, reference="ort", rtol=1e-4, atol=1e-4)  # numpy and every GPU adapter

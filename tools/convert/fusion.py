@@ -26,7 +26,8 @@ from .fusion_chains import CHAIN_PASSES
 
 log = logging.getLogger("wgnn.convert")
 
-FUSABLE_ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_swish", "tanh")
+FUSABLE_ACTIVATIONS = ("relu", "clip", "leaky_relu", "sigmoid", "hard_swish", "tanh", "gelu", "gelu_tanh", "elu",
+                       "selu", "celu", "mish", "softsign")
 ACTIVATION_HOSTS = ("Conv", "ConvTranspose", "MatMul")
 
 
