@@ -46,13 +46,15 @@ class Continuation:
         self.sync = sync
         self.known = known  # values known at resize (initializers, folded nodes)
         self.specs = specs
-        self.sessions: OrderedDict[tuple, object] = OrderedDict()
+        self.sessions: OrderedDict[tuple, tuple] = OrderedDict()  # key -> (child session, its tensors)
         self.plans = 0  # child sessions created (a test and the report read it)
         node, op = sync.node, sync.op
         self.runs_here = op.data_dependent
         rest = sync.pending[1:] if self.runs_here else sync.pending
         self.rest = rest
-        read = {name for n, _, _ in rest for name in n.inputs if name}
+        # Tensors the rest of the graph reads (fixed per plan: run() needs them every time).
+        self.rest_reads = {name for n, _, _ in rest for name in n.inputs if name}
+        read = set(self.rest_reads)
         if self.runs_here:
             read |= {name for name in node.inputs if name}
         else:
@@ -70,19 +72,17 @@ class Continuation:
             constants = {}
         else:
             constants = {name: feeds.pop(name) for name in self._runtime_value_inputs() if name in feeds}
-        reads = {name for n, _, _ in self.rest for name in n.inputs if name}
-        feeds = {name: value for name, value in feeds.items() if name in reads}
+        feeds = {name: value for name, value in feeds.items() if name in self.rest_reads}
         key = (tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items())),
                tuple((name, v.shape, v.dtype.str, v.tobytes()) for name, v in sorted(constants.items())))
-        child = self.sessions.get(key)
-        if child is None:
-            child = self._plan(feeds, constants)
-            self.sessions[key] = child
+        planned = self.sessions.get(key)
+        if planned is None:
+            planned = self.sessions[key] = self._plan(feeds, constants)
             if len(self.sessions) > CACHED_CONTINUATIONS:
                 self.sessions.popitem(last=False)
         else:
             self.sessions.move_to_end(key)
-        produced_by_child = child.graph.tensor_names() - set(child.graph.initializers)
+        child, produced_by_child = planned
         child_wanted = [name for name in wanted if name in produced_by_child and name not in feeds]
         result = child.run(feeds, child_wanted, callback=callback) if child_wanted else {}
         if self.runs_here:
@@ -114,7 +114,7 @@ class Continuation:
         from .session import Session
 
         parent = self.session.graph
-        reads = {name for n, _, _ in self.rest for name in n.inputs if name}
+        reads = self.rest_reads
         graph = Graph(
             nodes=[n for n, _, _ in self.rest],
             inputs=[TensorInfo(name, value.dtype.name, tuple(value.shape)) for name, value in feeds.items()],
@@ -126,7 +126,8 @@ class Continuation:
         self.plans += 1
         log.debug("sync point at %s: planning the rest of the graph for %s",
                   self.sync.node.name, {n: v.shape for n, v in feeds.items()} | dict.fromkeys(constants, "value"))
-        return Session(program, self.session.config)
+        # The child session, and the tensors it computes (what run() may ask of it).
+        return Session(program, self.session.config), graph.tensor_names() - set(graph.initializers)
 
     def describe(self) -> dict:
         node = self.sync.node
