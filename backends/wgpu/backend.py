@@ -23,6 +23,9 @@ log = logging.getLogger("wgnn.wgpu")
 
 GPU_DTYPES = {"float32": "f32", "int64": "i32", "int32": "i32", "bool": "u32"}
 WORKGROUP = 64
+# Constants bound as uniform buffers are declared as arrays of this many bytes (WebGPU's default
+# max-uniform-buffer-binding-size, which every adapter has).
+UNIFORM_ARRAY_BYTES = 65536
 PARAM_INTS = 64  # size of the Params uniform block (prelude.wgsl)
 # llvmpipe (Mesa's lavapipe and its OpenGL driver) ends every loop of an invocation once the
 # invocation has run 65535 loop iterations in all, silently (measured: a 70000-trip loop counts to
@@ -107,10 +110,11 @@ class GpuExecution(Execution):
     def binding(self, name: str) -> dict:
         return self.backend.binding(name)
 
-    def packed_constant(self, key: str, source: np.ndarray, pack) -> str:
+    def packed_constant(self, key: str, source: np.ndarray, pack, *, uniform: bool = False) -> str:
         """A GPU copy of pack(source) (e.g. weights repacked for the kernel), made once per
-        source array and kept across resizes; returns a tensor name to pass to dispatch()."""
-        return self.backend.packed_constant(f"{self.step.node.name}/{key}", source, pack)
+        source array and kept across resizes; returns a tensor name to pass to dispatch().
+        uniform: bind it as a uniform buffer (at most UNIFORM_ARRAY_BYTES)."""
+        return self.backend.packed_constant(f"{self.step.node.name}/{key}", source, pack, uniform=uniform)
 
     def status_error(self, check: int, value: int) -> str:
         """The message for a bad index its kernel reported (check code and value as the kernel
@@ -278,6 +282,7 @@ class WgpuBackend(Backend):
         self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
         self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
         self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
+        self.uniform_tensors: set[str] = set()  # packed constants bound as uniform buffers
         self.pending_constants: dict[str, np.ndarray] = {}
         self.profiler = None  # profiler.GpuProfiler: opt-in per-step timing (enable_profiling)
         self.status_ids = itertools.count(1)
@@ -355,7 +360,7 @@ class WgpuBackend(Backend):
             if not written:
                 return TEXTURE_IN
             return TEXTURE_OUT_HALF if placement.half else TEXTURE_OUT
-        return STORAGE
+        return UNIFORM if name in self.uniform_tensors else STORAGE
 
     def tensor_bytes(self, name: str, spec: TensorSpec) -> int:
         from .layout import nc4hw4_bytes
@@ -379,8 +384,10 @@ class WgpuBackend(Backend):
                 from None
         return texture, texture.create_view(dimension="2d-array")
 
-    def _buffer(self, size: int, label: str, needed: str = ""):
+    def _buffer(self, size: int, label: str, needed: str = "", *, uniform: bool = False):
         usage = self.wgpu.BufferUsage.STORAGE | self.wgpu.BufferUsage.COPY_SRC | self.wgpu.BufferUsage.COPY_DST
+        if uniform:
+            usage |= self.wgpu.BufferUsage.UNIFORM
         try:
             return self.device.create_buffer(size=max(16, _round4(size)), usage=usage, label=label)
         except Exception as exc:
@@ -421,14 +428,19 @@ class WgpuBackend(Backend):
         self.memory_plan = pool
         return pool
 
-    def packed_constant(self, name: str, source: np.ndarray, pack) -> str:
+    def packed_constant(self, name: str, source: np.ndarray, pack, *, uniform: bool = False) -> str:
+        """See Execution.packed_constant; uniform: bound as a uniform buffer of UNIFORM_ARRAY_BYTES
+        (the caller checked the data fits), zero-padded to that size, the size its kernels declare."""
         cached = self.packed.get(name)
         if cached is None or cached[0] is not source:
             data = np.asarray(pack(source))
             data = to_gpu_array(name, data) if data.dtype != np.float32 else data.reshape(-1)
-            buffer = self._buffer(data.nbytes, name)
+            size = UNIFORM_ARRAY_BYTES if uniform else data.nbytes
+            buffer = self._buffer(size, name, uniform=uniform)
             self.device.queue.write_buffer(buffer, 0, data.tobytes() if data.nbytes else b"\0" * 4)
-            cached = self.packed[name] = (source, buffer, max(4, data.nbytes))
+            cached = self.packed[name] = (source, buffer, max(4, size))
+            if uniform:
+                self.uniform_tensors.add(name)
         if name not in self.locations:
             self.memory_plan.dedicated_bytes += cached[2]
         self.locations[name] = (cached[1], 0, cached[2])

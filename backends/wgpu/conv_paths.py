@@ -264,10 +264,16 @@ def has_bias(step: Step) -> bool:
     return len(step.inputs) > 2 and bool(step.inputs[2])
 
 
+_NO_BIAS = np.zeros(4, np.float32)
+
+
 def bias_tensor(ex, fallback: str) -> str:
-    """The bias as whole vec4 slices (or `fallback`, never read, when there is none)."""
+    """The bias as whole vec4 slices; when there is none, `fallback` (never read), or a vec4 of
+    zeros where `fallback` is bound as a uniform buffer (the bias binding is a storage one)."""
     if not has_bias(ex.step):
-        return fallback
+        if fallback not in ex.backend.uniform_tensors and fallback not in getattr(ex, "uniform", ()):
+            return fallback
+        return ex.packed_constant("no_bias", _NO_BIAS, lambda zeros: zeros)
     return ex.packed_constant("bias", ex.step.input_values[2], pack_channels)
 
 
@@ -372,9 +378,13 @@ class _PipelineWarmer:
 
     def __init__(self, ex):
         self.step, self.backend = ex.step, ex.backend
+        self.uniform: set[str] = set()
 
-    def packed_constant(self, key: str, source, pack) -> str:
-        return f"{self.step.node.name}/{key}"
+    def packed_constant(self, key: str, source, pack, *, uniform: bool = False) -> str:
+        name = f"{self.step.node.name}/{key}"
+        if uniform:
+            self.uniform.add(name)
+        return name
 
     def dispatch(self, path: str, tensors: list[str], params: list, invocations: int, *,
                  text: dict | None = None) -> None:
@@ -382,8 +392,41 @@ class _PipelineWarmer:
         from .loader import UNIFORM
 
         written = set(self.step.outputs)
-        bindings = tuple([self.backend.binding_kind(name, name in written) for name in tensors] + [UNIFORM])
+        bindings = tuple([UNIFORM if name in self.uniform else self.backend.binding_kind(name, name in written)
+                          for name in tensors] + [UNIFORM])
         self.backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP})
+
+
+def packed_weights(ex, key: str, kernel: str, pack) -> tuple[str, dict[str, str]]:
+    """The step's weights packed for `kernel` (packed_constant), and the kernel's W_DECL text.
+    On CPU adapters they go in a uniform buffer when they fit and are 32-bit: lavapipe loads a
+    uniform vec4 about 3x faster than a storage one (docs/performance.md); a uniform array's
+    elements are 16 bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers:
+    these kernels index weights per invocation, which serialises constant-cache reads there."""
+    from .backend import UNIFORM_ARRAY_BYTES
+
+    source, packer = ex.step.input_values[1], weight_packer(ex, kernel, pack)
+    uniform = (ex.backend.context.info.adapter_type == "CPU" and not half_kernel(ex, kernel)
+               and forced_weights() != "storage" and source.size * 4 <= UNIFORM_ARRAY_BYTES
+               and np.asarray(packer(source)).size * 4 <= UNIFORM_ARRAY_BYTES)
+    return ex.packed_constant(key, source, packer, uniform=uniform), weights_text(ex, kernel, uniform)
+
+
+def forced_weights() -> str:
+    """WGNN_CONV_WEIGHTS=storage keeps every conv's weights in storage buffers (for A/B runs)."""
+    return os.environ.get("WGNN_CONV_WEIGHTS", "auto")
+
+
+def weights_text(ex, kernel: str, uniform: bool, binding: int = 1) -> dict[str, str]:
+    """W_DECL: the declaration of the kernel's packed weights `w`, vec4s in a uniform buffer
+    (uniform_weights) or a storage buffer of the kernel's multiply type."""
+    from .backend import UNIFORM_ARRAY_BYTES
+
+    if uniform:
+        variable = f"var<uniform> w: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>"
+    else:
+        variable = f"var<storage, read_write> w: array<vec4<{arithmetic_text(ex, kernel)['FLOAT']}>>"
+    return {"W_DECL": f"@group(0) @binding({binding}) {variable};"}
 
 
 def prepare_gemm1x1(ex, epilogue: list) -> None:
@@ -391,12 +434,12 @@ def prepare_gemm1x1(ex, epilogue: list) -> None:
     x, y = step.input_specs[0].shape, step.output_specs[0].shape
     blocks, quads, c4in = ceil_div(y[2] * y[3], TILE_BLOCK), ceil_div(y[1], 4 * SLICE_BLOCK), ceil_div(x[1], 4)
     kernel = "conv/gemm1x1_nc4hw4.wgsl"
-    weights = ex.packed_constant("gemm_weights", step.input_values[1], weight_packer(
-        ex, kernel, lambda w: pack_quads(w.reshape(1, w.shape[0], w.shape[1]))))
+    weights, declaration = packed_weights(ex, "gemm_weights", kernel,
+                                          lambda w: pack_quads(w.reshape(1, w.shape[0], w.shape[1])))
     count = y[0] * quads * blocks
     params = [count, blocks, quads, c4in] + [0] * 8 + epilogue
     tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
-    ex.dispatch(kernel, tensors, params, count, text=feature_text(ex, kernel, x=0, y=3, r=4))
+    ex.dispatch(kernel, tensors, params, count, text={**feature_text(ex, kernel, x=0, y=3, r=4), **declaration})
 
 
 def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None = None) -> None:
@@ -432,10 +475,10 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
         group = geo["group"]
         slices = (c4out, c4in) if group == 1 else (cout // group // 4, x[1] // group // 4)
         count, pack, head = n * c4out * oh * blocks, pack_conv_weights, [blocks, *slices]
-    weights = ex.packed_constant(weights_key("direct", kernel), step.input_values[1], weight_packer(ex, kernel, pack))
+    weights, declaration = packed_weights(ex, weights_key("direct", kernel), kernel, pack)
     tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
     ex.dispatch(kernel, tensors, [count, *head, *rest] + epilogue, count,
-                text=feature_text(ex, kernel, x=0, y=3, r=4))
+                text={**feature_text(ex, kernel, x=0, y=3, r=4), **declaration})
 
 
 def loop_iterations(step: Step, kind: str) -> int:

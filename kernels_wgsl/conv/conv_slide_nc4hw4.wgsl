@@ -6,7 +6,7 @@
 // optional bias and residual, fused activation {{ACT}} per lane.
 // params: as conv_nc4hw4.wgsl.
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+{{W_DECL}}
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}

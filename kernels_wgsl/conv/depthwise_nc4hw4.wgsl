@@ -9,7 +9,7 @@
 // 13 = alpha, 14 = beta (f32 bits), 15 = has residual, 16..20 x dims, 21..25 y dims,
 // 26..30 r dims (N, C4, H, W, C).
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<f32>>;
+{{W_DECL}}
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}

@@ -14,7 +14,7 @@
 // 32-bit for these long sums). The epilogue is 32-bit, its result stored in the FLOAT type. No
 // type names in comments: the loader enables 16-bit floats wherever their name appears.
 {{DECL_X}}
-@group(0) @binding(1) var<storage, read_write> w: array<vec4<{{FLOAT}}>>;
+{{W_DECL}}
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 {{DECL_Y}}
 {{DECL_R}}

@@ -291,3 +291,38 @@ def test_zoo_resnet_fuses_residual_adds_on_the_gpu():
         assert "Binary" not in ops and "Unary" not in ops  # Add and Relu live in the convs' epilogue
         residuals = [s for s in session.session.steps if s.op.op_type == "Conv" and len(s.inputs) > 3 and s.inputs[3]]
         assert len(residuals) == 3
+
+
+# ------------------------------------------------------------------------------- weights' binding
+def weight_bindings(session) -> dict[str, str]:
+    """Conv weights tensor -> "uniform" or "storage", as the backend binds it."""
+    backend = session.session.backends[0]
+    return {name: backend.binding_kind(name, False) for name in backend.packed if "weights" in name}
+
+
+@pytest.mark.parametrize("weights", ["auto", "storage"])
+@pytest.mark.parametrize("path, kernel, cout, group", [("gemm1x1", (1, 1), 7, 1), ("direct", (3, 3), 9, 1),
+                                                       ("direct", (3, 3), 6, 6), ("direct", (1, 3), 5, 1)])
+def test_weights_in_uniform_buffers_on_cpu_adapters(monkeypatch, weights, path, kernel, cout, group):
+    """Small 32-bit weights are bound as uniform buffers on CPU adapters (WGNN_CONV_WEIGHTS=storage
+    keeps storage buffers); results match onnxruntime either way, bias or none."""
+    monkeypatch.setenv("WGNN_CONV_PATH", path)
+    monkeypatch.setenv("WGNN_CONV_WEIGHTS", weights)
+    attrs = {"pads": [1, 1, 1, 1]} if kernel == (3, 3) else {}
+    for bias in (True, False):
+        model, feeds = case((2, 6, 5, 7), cout, kernel, attrs, bias=bias, residual=True, act="relu", group=group)
+        check(model, feeds, path=path)
+        for adapter in gpu_adapters():
+            session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=adapter["index"]))
+            session.run(None, feeds)
+            uniform = weights == "auto" and adapter["adapter_type"] == "CPU"
+            assert set(weight_bindings(session).values()) == {"uniform" if uniform else "storage"}
+
+
+def test_weights_past_the_uniform_limit_stay_in_storage():
+    """3x3 48 -> 40: 69 KiB of weights, past a uniform buffer's 64 KiB."""
+    model, feeds = case((1, 48, 5, 6), 40, (3, 3), {"pads": [1, 1, 1, 1]})
+    check(model, feeds)
+    session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0]))
+    session.run(None, feeds)
+    assert set(weight_bindings(session).values()) == {"storage"}
