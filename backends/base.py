@@ -49,6 +49,12 @@ class Execution:
         Then the backend's execute() drives it: CPU executions have run(inputs, outputs), GPU
         executions encode(recorder)."""
 
+    def view_source(self) -> str | None:
+        """The input whose bytes, unchanged, would be this step's output in this backend's
+        memory (then the session may place the output on the input's storage and the step does
+        nothing), or None. Asked after layouts are assigned."""
+        return None
+
 
 class Backend(ABC):
     name: ClassVar[str] = ""
@@ -68,10 +74,12 @@ class Backend(ABC):
         return
 
     def plan_memory(self, specs: dict[str, TensorSpec], lifetimes: list, dedicated: list[str],
-                    constants: dict[str, np.ndarray]):
+                    constants: dict[str, np.ndarray], *, views: dict[str, str] | None = None):
         """Allocate for a resize: lifetimes (engine.memory.Lifetime) of the intermediate tensors
         to pool; dedicated tensors cross between backends (or are graph outputs); constants are
-        read by this backend's steps. Returns an engine.memory.MemoryPlan."""
+        read by this backend's steps; views (view -> source, see Execution.view_source) share
+        their source's storage and have no lifetime of their own. Returns an
+        engine.memory.MemoryPlan."""
         from ..engine.memory import plan_memory
 
         return plan_memory(lifetimes, self.alignment)

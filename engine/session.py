@@ -186,8 +186,13 @@ class Session:
 
     def _plan_memory(self) -> dict[str, MemoryPlan]:
         """Stage 4: lifetimes of each backend's intermediate tensors -> pooled memory; exported and
-        imported tensors get their own storage, constants are made resident where they are read."""
+        imported tensors get their own storage, constants are made resident where they are read.
+        A view (a step whose output is its input's bytes: a Reshape, a layout change that moves
+        nothing) shares its source's storage, which then lives as long as either is read."""
         self._plan_transfers()
+        self.views = views = self._views()
+        view_backend = {step.outputs[0]: segment.backend for segment in self.segments
+                         for step, _ in segment.steps if step.outputs and step.outputs[0] in views}
         first: dict[str, tuple[int, Backend]] = {}
         last: dict[str, int] = {}
         position = 0
@@ -195,10 +200,11 @@ class Session:
             exported = set(segment.exports)
             for step, _ in segment.steps:
                 for name in step.inputs:
+                    name = views.get(name, name)
                     if name in first:
                         last[name] = position
                 for name in step.outputs:
-                    if name and name not in exported:
+                    if name and name not in exported and name not in views:
                         first[name] = (position, segment.backend)
                         last[name] = position
                 position += 1
@@ -210,8 +216,23 @@ class Session:
             dedicated = list(dict.fromkeys(n for s in segments for n in s.imports + s.exports))
             constants = {n: self.shapes.values[n] for s in segments for step, _ in s.steps
                          for n in step.inputs if n in self.shapes.values}
-            plans[backend.name] = backend.plan_memory(self.shapes.specs, lifetimes, dedicated, constants)
+            mine = {view: source for view, source in views.items() if view_backend[view] is backend}
+            plans[backend.name] = backend.plan_memory(self.shapes.specs, lifetimes, dedicated, constants,
+                                                      views=mine)
         return plans
+
+    def _views(self) -> dict[str, str]:
+        """View tensor -> the tensor whose storage it shares (followed to the end of chains).
+        Only unexported views of non-constant tensors on the same backend qualify."""
+        views: dict[str, str] = {}
+        for segment in self.segments:
+            exported = set(segment.exports)
+            for step, execution in segment.steps:
+                source = execution.view_source()
+                if source is None or step.outputs[0] in exported or source in self.shapes.values:
+                    continue
+                views[step.outputs[0]] = views.get(source, source)
+        return views
 
     # -------------------------------------------------------------------- run
     def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None, *,
@@ -293,6 +314,7 @@ class Session:
             "segments": [(s.backend.name, len(s.steps)) for s in self.segments],
             "fallbacks": self.fallbacks,
             "conversions": sum(1 for seg in self.segments for s, _ in seg.steps if s.op.op_type == "Convert"),
+            "views": len(self.views),  # steps whose output shares its input's storage: no work at run time
             "transfers": {"uploads": sum(len(s.imports) for s in self.segments if s.backend.name != "numpy"),
                           "downloads": sum(len(s.exports) for s in self.segments if s.backend.name != "numpy")},
             "memory": {name: {"planned_peak_bytes": plan.peak_bytes, "naive_bytes": plan.naive_bytes,

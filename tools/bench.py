@@ -162,6 +162,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,
         "dispatches": sum(len(ex.dispatches) for s in gpu_segments for _, ex in s.steps),
+        "views": report["views"],  # steps that share their input's storage and dispatch nothing
         "encode_us_per_step": _encode_cost(gpu_segments, runs),
         "steps_per_backend": report["ops_per_backend"],
         "segments": len(session.segments),

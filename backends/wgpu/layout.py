@@ -200,7 +200,21 @@ class LayoutPlanner:
 class ConvertGpu(GpuExecution):
     """Linear NCHW <-> NC4HW4 (buffer or texture), one vec4 block per invocation."""
 
+    def view_source(self) -> str | None:
+        """The input, when both layouts order the same 32-bit floats alike: a 32-bit NC4HW4
+        buffer of 1x1 images whose channels fill whole slices is [N][C] either way (e.g. a
+        GlobalAveragePool's output on its way to a Gemm)."""
+        step = self.step
+        spec = step.input_specs[0]
+        _, c4, h, w = nc4hw4_dims(spec.shape)
+        if h * w != 1 or spec.dtype != "float32" or len(spec.shape) < 2 or spec.shape[1] != 4 * c4:
+            return None
+        packed = self.backend.placement(step.outputs[0] if step.attrs["layout"] == NC4HW4 else step.inputs[0])
+        return step.inputs[0] if packed.storage == BUFFER and not packed.half else None
+
     def prepare(self) -> None:
+        if self.step.outputs[0] in self.backend.views:
+            return
         step = self.step
         spec = step.input_specs[0]
         n, c4, h, w = nc4hw4_dims(spec.shape)

@@ -128,7 +128,23 @@ class RasterGpu(GpuExecution):
     def layout_inputs(cls, step: Step) -> tuple[int, ...]:
         return tuple(range(len(step.inputs)))
 
+    def view_source(self) -> str | None:
+        """The input, when the plan copies all of it, element for element, to the whole output
+        of the same size (Reshape, Flatten, Squeeze, ...): linear buffers of 32-bit elements on
+        both sides then hold the same bytes."""
+        step = self.step
+        if self.layout != "linear" or step.plan.fill is not None or len(step.plan.regions) != 1:
+            return None
+        region = step.plan.regions[0]
+        source, out = step.input_specs[region.src], step.output_specs[0]
+        whole = region.size == (out.size,) and region.src_strides == region.dst_strides == (1,)
+        if not whole or region.src_offset or region.dst_offset or source.size != out.size:
+            return None
+        return step.inputs[region.src] if self.backend.placement(step.inputs[region.src]).layout == "linear" else None
+
     def prepare(self) -> None:
+        if self.step.outputs[0] in self.backend.views:
+            return
         if self.layout == "nc4hw4":
             self.prepare_nc4hw4(nc4hw4_parts(self.step))
             return

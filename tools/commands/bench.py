@@ -117,7 +117,8 @@ def format_bench(result: dict) -> str:
              f"{cold['shader_compile']:.1f} ms, {result['pipelines_compiled']} pipelines), "
              f"first run {cold['first_run']:.1f} ms",
              "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
-             + f"; {result['dispatches']} GPU dispatches per run; {result['segments']} segment(s); "
+             + f"; {result['dispatches']} GPU dispatches per run; {result['views']} view(s); "
+               f"{result['segments']} segment(s); "
                f"{result['fallbacks']} fallback(s)"
              + (f"; host encoding {result['encode_us_per_step']:.1f} us per GPU step"
                 if result.get("encode_us_per_step") is not None else ""),

@@ -1,0 +1,129 @@
+"""Views: a step whose output is its input's bytes (a Reshape of a linear tensor, a layout change
+of 1x1 feature maps whose channels fill whole slices) shares the input's GPU storage and
+dispatches nothing; the memory planner keeps that storage alive for the view's readers."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import check_model, gpu_adapters
+from onnx import TensorProto, helper, numpy_helper
+
+import wgnn
+
+pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
+rng = np.random.default_rng(11)
+
+
+def graph_model(nodes, inputs, outputs, inits=None, opset=18) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "views", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return model
+
+
+def gpu_session(model, adapter: int) -> wgnn.InferenceSession:
+    return wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=adapter))
+
+
+def dispatches(session) -> int:
+    return sum(len(ex.dispatches) for seg in session.session.segments for _, ex in seg.steps)
+
+
+def chain_model(last_is_output: bool = False) -> onnx.ModelProto:
+    """x [2, 3, 5] -> Exp -> Reshape [6, 5] -> Flatten -> Sigmoid -> ... : the reshapes are views
+    (a chain of two), and many same-sized tensors come after them, so a planner that freed the
+    Exp output at the Reshape would let a later step overwrite what the Sigmoid reads."""
+    shape = numpy_helper.from_array(np.array([6, 5], np.int64), "shape")
+    nodes = [helper.make_node("Exp", ["x"], ["e"]),
+             helper.make_node("Reshape", ["e", "shape"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"], axis=0),
+             helper.make_node("Neg", ["x"], ["n1"]),
+             helper.make_node("Abs", ["n1"], ["n2"]),
+             helper.make_node("Sin", ["n2"], ["n3"]),
+             helper.make_node("Sigmoid", ["f"], ["s"]),
+             helper.make_node("Reshape", ["n3", "shape"], ["n4"]),
+             helper.make_node("Flatten", ["n4"], ["n5"], axis=0),
+             helper.make_node("Add", ["s", "n5"], ["y"])]
+    outputs = ["y"] + (["f"] if last_is_output else [])
+    model = graph_model(nodes, [("x", [2, 3, 5])], outputs)
+    model.graph.initializer.append(shape)
+    return model
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_reshapes_are_views_and_keep_their_source_alive(adapter):
+    model = chain_model()
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    check_model(model, {"x": x}, backends=["numpy", f"wgpu:{adapter}"])
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    report = session.report()
+    assert report["views"] == 4  # two Reshapes and two Flattens
+    rasters = [ex for seg in session.session.segments for step, ex in seg.steps if step.op.op_type == "Raster"]
+    assert len(rasters) == 4 and not any(ex.dispatches for ex in rasters)
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_a_view_that_is_a_graph_output_or_requested_gets_its_own_storage(adapter):
+    model = chain_model(last_is_output=True)
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    check_model(model, {"x": x}, backends=[f"wgpu:{adapter}"])
+    session = gpu_session(model, adapter)
+    _, f = session.run(None, {"x": x})
+    np.testing.assert_allclose(f, np.exp(x).reshape(1, 30), rtol=1e-5)
+    assert session.report()["views"] == 3
+    # An intermediate asked for by name is downloaded from storage of its own too.
+    (r,) = session.run(["r"], {"x": x})
+    np.testing.assert_allclose(r, np.exp(x).reshape(6, 5), rtol=1e-5)
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_a_view_of_a_graph_input(adapter):
+    """The source is the uploaded feed (storage outside the pool)."""
+    model = graph_model([helper.make_node("Flatten", ["x"], ["f"], axis=1), helper.make_node("Relu", ["f"], ["y"])],
+                        [("x", [3, 2, 4])], ["y"])
+    x = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    check_model(model, {"x": x}, backends=[f"wgpu:{adapter}"])
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    assert session.report()["views"] == 1 and dispatches(session) == 1
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+@pytest.mark.parametrize("channels, views", [(8, 2), (6, 1)])
+def test_pooled_features_reach_the_gemm_without_copies(adapter, channels, views):
+    """Conv -> GlobalAveragePool -> Flatten -> Gemm: with whole slices of channels the NC4HW4 ->
+    linear conversion is a view too; with 6 channels (lanes padded) it converts."""
+    w = rng.standard_normal((channels, 3, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((channels, 5)).astype(np.float32)
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                         helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+                         helper.make_node("Flatten", ["p"], ["f"]),
+                         helper.make_node("Gemm", ["f", "g"], ["y"])],
+                        [("x", [2, 3, 6, 7])], ["y"], {"w": w, "g": g})
+    x = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    check_model(model, {"x": x}, backends=["numpy", f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    assert session.report()["views"] == views
+
+
+def test_texture_and_fp16_feature_maps_convert():
+    """NC4HW4 in textures, or in 16 bits, is no byte-for-byte view of a linear buffer."""
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                         helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+                         helper.make_node("Flatten", ["p"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+                        [("x", [1, 3, 5, 5])], ["z"], {"w": w})
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    want = np.maximum(gpu_session(model, 0).run(None, {"x": x})[0], 0)
+    for storage, precision in (("texture", "fp32"), ("buffer", "fp16")):
+        config = wgnn.Config(providers=("wgpu",), adapter=0, storage=storage, precision=precision)
+        session = wgnn.InferenceSession(model, config=config)
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+        assert session.report()["views"] == 1  # the Flatten only
