@@ -55,6 +55,13 @@ class Execution:
         nothing), or None. Asked after layouts are assigned."""
         return None
 
+    def embedded_inputs(self) -> list[tuple[str, int]] | None:
+        """[(input, byte offset)] when this step only places each input, whole, in one range of
+        its output's storage, so their producers could write them there directly (then the
+        session hosts them in the output and the step does nothing), or None. Asked after
+        layouts are assigned."""
+        return None
+
 
 class Backend(ABC):
     name: ClassVar[str] = ""
@@ -74,12 +81,12 @@ class Backend(ABC):
         return
 
     def plan_memory(self, specs: dict[str, TensorSpec], lifetimes: list, dedicated: list[str],
-                    constants: dict[str, np.ndarray], *, views: dict[str, str] | None = None):
+                    constants: dict[str, np.ndarray], *, shares: dict[str, tuple[str, int]] | None = None):
         """Allocate for a resize: lifetimes (engine.memory.Lifetime) of the intermediate tensors
         to pool; dedicated tensors cross between backends (or are graph outputs); constants are
-        read by this backend's steps; views (view -> source, see Execution.view_source) share
-        their source's storage and have no lifetime of their own. Returns an
-        engine.memory.MemoryPlan."""
+        read by this backend's steps; shares (tensor -> (host tensor, byte offset), see
+        Session._shared_storage) live inside their host's storage and have no lifetime of their
+        own. Returns an engine.memory.MemoryPlan."""
         from ..engine.memory import plan_memory
 
         return plan_memory(lifetimes, self.alignment)

@@ -187,52 +187,76 @@ class Session:
     def _plan_memory(self) -> dict[str, MemoryPlan]:
         """Stage 4: lifetimes of each backend's intermediate tensors -> pooled memory; exported and
         imported tensors get their own storage, constants are made resident where they are read.
-        A view (a step whose output is its input's bytes: a Reshape, a layout change that moves
-        nothing) shares its source's storage, which then lives as long as either is read."""
+        Some tensors live inside another's storage (_shared_storage): a group so formed is
+        planned as its outermost host, alive from its first member's write to its last read."""
         self._plan_transfers()
-        self.views = views = self._views()
-        view_backend = {step.outputs[0]: segment.backend for segment in self.segments
-                         for step, _ in segment.steps if step.outputs and step.outputs[0] in views}
+        self.shares, self.idle_steps = shares, _ = self._shared_storage()
+        dedicated = {n for s in self.segments for n in s.imports + s.exports}
+
+        def root(name: str) -> str:
+            while name in shares:
+                name = shares[name][0]
+            return name
+
         first: dict[str, tuple[int, Backend]] = {}
         last: dict[str, int] = {}
         position = 0
         for segment in self.segments:
-            exported = set(segment.exports)
             for step, _ in segment.steps:
                 for name in step.inputs:
-                    name = views.get(name, name)
+                    name = root(name)
                     if name in first:
                         last[name] = position
                 for name in step.outputs:
-                    if name and name not in exported and name not in views:
+                    name = root(name)
+                    if name and name not in dedicated and name not in first:
                         first[name] = (position, segment.backend)
-                        last[name] = position
+                    if name in first:
+                        last[name] = max(last.get(name, position), position)
                 position += 1
+        producer = {name: segment.backend for segment in self.segments for step, _ in segment.steps
+                    for name in step.outputs}
         plans: dict[str, MemoryPlan] = {}
         for backend in self.backends:
             lifetimes = [Lifetime(name, backend.tensor_bytes(name, self.shapes.specs[name]), start, last[name])
                          for name, (start, owner) in first.items() if owner is backend]
             segments = [s for s in self.segments if s.backend is backend]
-            dedicated = list(dict.fromkeys(n for s in segments for n in s.imports + s.exports))
+            mine = list(dict.fromkeys(n for s in segments for n in s.imports + s.exports))
             constants = {n: self.shapes.values[n] for s in segments for step, _ in s.steps
                          for n in step.inputs if n in self.shapes.values}
-            mine = {view: source for view, source in views.items() if view_backend[view] is backend}
-            plans[backend.name] = backend.plan_memory(self.shapes.specs, lifetimes, dedicated, constants,
-                                                      views=mine)
+            plans[backend.name] = backend.plan_memory(
+                self.shapes.specs, lifetimes, mine, constants,
+                shares={name: host for name, host in shares.items() if producer[name] is backend})
         return plans
 
-    def _views(self) -> dict[str, str]:
-        """View tensor -> the tensor whose storage it shares (followed to the end of chains).
-        Only unexported views of non-constant tensors on the same backend qualify."""
-        views: dict[str, str] = {}
+    def _shared_storage(self) -> tuple[dict[str, tuple[str, int]], int]:
+        """(tensor -> (host tensor, byte offset in the host's storage), steps left with nothing
+        to do). A view (Execution.view_source: a Reshape, a layout change that moves nothing)
+        lives in its source; the inputs of a concatenation that places each of them whole in
+        one range of its output (Execution.embedded_inputs) are written there by their producers.
+        Only tensors of one backend, neither constants nor crossing between backends, take part;
+        a tensor has at most one host."""
+        dedicated = {n for s in self.segments for n in s.imports + s.exports}
+        producer = {name: segment.backend for segment in self.segments for step, _ in segment.steps
+                    for name in step.outputs}
+        shares: dict[str, tuple[str, int]] = {}
+        idle = 0
         for segment in self.segments:
-            exported = set(segment.exports)
             for step, execution in segment.steps:
+                out = step.outputs[0] if step.outputs else ""
                 source = execution.view_source()
-                if source is None or step.outputs[0] in exported or source in self.shapes.values:
+                if source is not None and out not in dedicated and source not in self.shapes.values:
+                    shares[out] = (source, 0)
+                    idle += 1
                     continue
-                views[step.outputs[0]] = views.get(source, source)
-        return views
+                parts = execution.embedded_inputs()
+                if not parts or len({name for name, _ in parts}) != len(parts):
+                    continue
+                if all(name not in dedicated and name not in shares and producer.get(name) is segment.backend
+                       for name, _ in parts):
+                    shares.update({name: (out, offset) for name, offset in parts})
+                    idle += 1
+        return shares, idle
 
     # -------------------------------------------------------------------- run
     def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None, *,
@@ -314,7 +338,8 @@ class Session:
             "segments": [(s.backend.name, len(s.steps)) for s in self.segments],
             "fallbacks": self.fallbacks,
             "conversions": sum(1 for seg in self.segments for s, _ in seg.steps if s.op.op_type == "Convert"),
-            "views": len(self.views),  # steps whose output shares its input's storage: no work at run time
+            # Steps left with nothing to do: views, and concatenations their inputs were written into.
+            "views": self.idle_steps,
             "transfers": {"uploads": sum(len(s.imports) for s in self.segments if s.backend.name != "numpy"),
                           "downloads": sum(len(s.exports) for s in self.segments if s.backend.name != "numpy")},
             "memory": {name: {"planned_peak_bytes": plan.peak_bytes, "naive_bytes": plan.naive_bytes,

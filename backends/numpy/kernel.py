@@ -93,9 +93,9 @@ class NumpyBackend(Backend):
     def create_execution(self, step: Step) -> Execution:
         return NumpyExecution(self, step, KERNELS[step.op.op_type])
 
-    def plan_memory(self, specs, lifetimes, dedicated, constants, *, views=None):
+    def plan_memory(self, specs, lifetimes, dedicated, constants, *, shares=None):
         """One arena of the planned size; each pooled tensor is a view at its offset. (Numpy
-        executions report no views: a copy between arrays costs little here.)"""
+        executions share no storage between tensors: a copy between arrays costs little here.)"""
         pool = super().plan_memory(specs, lifetimes, dedicated, constants)
         self.scratch_bytes, self._scratch = 0, None  # the steps prepared next reserve it anew
         self.arena = np.empty(pool.peak_bytes, np.uint8)

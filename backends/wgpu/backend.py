@@ -283,7 +283,7 @@ class WgpuBackend(Backend):
         self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
         self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
         self.uniform_tensors: set[str] = set()  # packed constants bound as uniform buffers
-        self.views: dict[str, str] = {}  # tensors sharing another's storage (plan_memory)
+        self.shares: dict[str, tuple[str, int]] = {}  # tensor -> (host, byte offset) (plan_memory)
         self.pending_constants: dict[str, np.ndarray] = {}
         self.profiler = None  # profiler.GpuProfiler: opt-in per-step timing (enable_profiling)
         self.status_ids = itertools.count(1)
@@ -397,7 +397,7 @@ class WgpuBackend(Backend):
                                     f"{self.context.name}{' (' + needed + ')' if needed else ''}: {detail}. "
                                     "Try precision='fp16', smaller inputs, or the numpy provider") from None
 
-    def plan_memory(self, specs, lifetimes, dedicated, constants, *, views=None):
+    def plan_memory(self, specs, lifetimes, dedicated, constants, *, shares=None):
         textured = {t.name for t in lifetimes if self.placement(t.name).storage == "texture"}
         buffered = [t for t in lifetimes if t.name not in textured]
         pool = super().plan_memory(specs, buffered, dedicated, constants)
@@ -423,11 +423,19 @@ class WgpuBackend(Backend):
             size = max(4, self.tensor_bytes(name, specs[name]))
             pool.dedicated_bytes += size
             self.locations[name] = (self._buffer(size, name), 0, size)
-        # A view is its source's bytes (GpuExecution.view_source checked they are laid out alike).
-        self.views = dict(views or {})
-        for view, source in self.views.items():
-            buffer, offset, _ = self.locations[source]
-            self.locations[view] = (buffer, offset, max(4, self.tensor_bytes(view, specs[view])))
+        # Hosted tensors (views, inputs written into a concatenation) at their host's offset plus
+        # theirs; hosts may be hosted in turn. Their executions checked the layouts agree.
+        self.shares = dict(shares or {})
+
+        def locate(name: str) -> tuple:
+            if name not in self.shares:
+                return self.locations[name]
+            host, delta = self.shares[name]
+            buffer, offset, _ = locate(host)
+            return buffer, offset + delta, max(4, self.tensor_bytes(name, specs[name]))
+
+        for name in self.shares:
+            self.locations[name] = locate(name)
         # Constants upload when a dispatch first binds them: weights a kernel only reads repacked
         # (packed_constant) never take GPU memory in their original layout.
         self.pending_constants = dict(constants)

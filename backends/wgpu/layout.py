@@ -213,8 +213,12 @@ class ConvertGpu(GpuExecution):
         return step.inputs[0] if packed.storage == BUFFER and not packed.half else None
 
     def prepare(self) -> None:
-        if self.step.outputs[0] in self.backend.views:
-            return
+        self.prepare_conversion()
+        source = self.view_source()
+        if source is not None and self.backend.shares.get(self.step.outputs[0]) == (source, 0):
+            self.dispatches.clear()  # a view: prepared all the same, so other shapes compile nothing
+
+    def prepare_conversion(self) -> None:
         step = self.step
         spec = step.input_specs[0]
         n, c4, h, w = nc4hw4_dims(spec.shape)

@@ -142,9 +142,71 @@ class RasterGpu(GpuExecution):
             return None
         return step.inputs[region.src] if self.backend.placement(step.inputs[region.src]).layout == "linear" else None
 
+    def embedded_inputs(self) -> list[tuple[str, int]] | None:
+        """Each input with its byte offset in the output, when the plan copies every input whole
+        into its own contiguous range of the output and the ranges tile it (Concat of linear
+        tensors along their outermost non-1 axis; of NC4HW4 feature maps of one image along
+        channels, at whole slices), at offsets the adapter can bind."""
+        step, backend = self.step, self.backend
+        if step.plan.fill is not None:
+            return None
+        ranges = self._nc4hw4_ranges() if self.layout == "nc4hw4" else self._linear_ranges()
+        if ranges is None or any(offset % backend.alignment for _, offset, _ in ranges):
+            return None
+        cursor = 0
+        for _, offset, nbytes in sorted(ranges, key=lambda r: r[1]):
+            if offset != cursor:
+                return None
+            cursor += nbytes
+        if cursor != backend.tensor_bytes(step.outputs[0], step.output_specs[0]):
+            return None
+        return [(name, offset) for name, offset, _ in ranges]
+
+    def _linear_ranges(self) -> list[tuple[str, int, int]] | None:
+        """(input, byte offset, bytes) of each region copying a whole input contiguously."""
+        step, ranges = self.step, []
+        for region in step.plan.regions:
+            name, spec = step.inputs[region.src], step.input_specs[region.src]
+            contiguous = region.src_strides == region.dst_strides == (1,) and region.size == (spec.size,)
+            if not contiguous or region.src_offset or self.backend.placement(name).layout != "linear":
+                return None
+            ranges.append((name, region.dst_offset * 4, spec.size * 4))
+        return ranges
+
+    def _nc4hw4_ranges(self) -> list[tuple[str, int, int]] | None:
+        """(input, byte offset, bytes) of each part of a one-image channel concatenation in NC4HW4
+        buffers: a part at a whole slice stores its slices where the output's are. Only the last
+        part may have padding lanes (they land in the output's)."""
+        step, backend = self.step, self.backend
+        n, _, h, w = step.output_specs[0].shape
+        out_placement = backend.placement(step.outputs[0])
+        if n != 1 or out_placement.storage != "buffer":
+            return None
+        ranges = []
+        parts = sorted(nc4hw4_parts(step) or [], key=lambda part: part.shift[1])
+        for k, part in enumerate(parts):
+            name, spec = step.inputs[part.src], step.input_specs[part.src]
+            _, channels, ph, pw = spec.shape
+            shift = part.shift
+            if (shift[0], shift[2], shift[3]) != (0, 0, 0) or shift[1] % 4 or (ph, pw) != (h, w):
+                return None
+            if (channels % 4 and k != len(parts) - 1) or backend.placement(name) != out_placement:
+                return None
+            ranges.append((name, shift[1] // 4 * h * w * backend.texel_bytes, backend.tensor_bytes(name, spec)))
+        return ranges or None
+
     def prepare(self) -> None:
-        if self.step.outputs[0] in self.backend.views:
-            return
+        self.prepare_copies()
+        out = self.step.outputs[0]
+        hosted = [self.backend.shares.get(name, ("", 0))[0] for name in self.step.inputs if name]
+        source = self.view_source()
+        viewed = source is not None and self.backend.shares.get(out) == (source, 0)
+        if viewed or (hosted and all(host == out for host in hosted)):
+            # A view, or a concatenation whose inputs were written in place: nothing to run. The
+            # copies were prepared all the same, so other shapes compile nothing new.
+            self.dispatches.clear()
+
+    def prepare_copies(self) -> None:
         if self.layout == "nc4hw4":
             self.prepare_nc4hw4(nc4hw4_parts(self.step))
             return

@@ -127,3 +127,90 @@ def test_texture_and_fp16_feature_maps_convert():
         got = session.run(None, {"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
         assert session.report()["views"] == 1  # the Flatten only
+
+
+# ------------------------------------------------------------------------------- concatenations
+def conv(name, x, cin, cout, inits):
+    inits[f"{name}_w"] = (rng.standard_normal((cout, cin, 3, 3)) * 0.3).astype(np.float32)
+    return helper.make_node("Conv", [x, f"{name}_w"], [name], pads=[1, 1, 1, 1])
+
+
+def concat_model(channels, *, reuse=False, output_concat=False) -> onnx.ModelProto:
+    """x -> conv a, conv b (channels) -> Concat(a, b) -> conv -> y; `reuse`: b also feeds a
+    second Concat(b, a) and is read after both; `output_concat`: the Concat is a graph output."""
+    inits: dict = {}
+    nodes = [conv("a", "x", 3, channels[0], inits), conv("b", "x", 3, channels[1], inits),
+             helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+             conv("y", "cat", sum(channels), 4, inits)]
+    outputs = ["y"] + (["cat"] if output_concat else [])
+    if reuse:
+        nodes += [helper.make_node("Concat", ["b", "a"], ["cat2"], axis=1), conv("z", "cat2", sum(channels), 4, inits),
+                  helper.make_node("Relu", ["b"], ["rb"])]
+        outputs += ["z", "rb"]
+    return graph_model(nodes, [("x", ["N", 3, 6, 5])], outputs, inits)
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+@pytest.mark.parametrize("channels, elided", [((8, 6), True), ((4, 8), True), ((6, 8), False)])
+def test_channel_concat_of_one_image_is_written_in_place(adapter, channels, elided):
+    """The producers of a Concat's inputs write into its output when each input starts at a whole
+    slice (the last may end in padding lanes); batch 2 copies, and the resize compiles nothing."""
+    from wgnn.backends.wgpu.loader import pipeline_cache
+
+    model = concat_model(channels)
+    x = rng.standard_normal((1, 3, 6, 5)).astype(np.float32)
+    check_model(model, {"x": x}, backends=["numpy", f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    assert session.report()["views"] == int(elided)
+    before = pipeline_cache(session.session.backends[0].context).compiled
+    x2 = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    got = session.run(None, {"x": x2})[0]
+    assert pipeline_cache(session.session.backends[0].context).compiled == before
+    assert session.report()["views"] == 0
+    want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"x": x2})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_an_input_of_two_concats_is_written_into_one(adapter):
+    model = concat_model((8, 4), reuse=True)
+    x = rng.standard_normal((1, 3, 6, 5)).astype(np.float32)
+    check_model(model, {"x": x}, backends=[f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    assert session.report()["views"] == 1
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_concat_that_is_a_graph_output(adapter):
+    model = concat_model((8, 4), output_concat=True)
+    x = rng.standard_normal((1, 3, 6, 5)).astype(np.float32)
+    check_model(model, {"x": x}, backends=[f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    assert session.report()["views"] == 1
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+@pytest.mark.parametrize("rows", [(8, 4), (3, 5)])
+def test_linear_concat_and_nested_concat(adapter, rows):
+    """Concat along axis 0 of linear tensors: in place when each input's byte offset is a
+    multiple of the adapter's binding alignment (32 on lavapipe: (8, 4) both Concats, the outer
+    one holding the inner; (3, 5) the outer only)."""
+    nodes = [helper.make_node("Exp", ["p"], ["ep"]), helper.make_node("Neg", ["q"], ["nq"]),
+             helper.make_node("Concat", ["ep", "nq"], ["cat"], axis=0),
+             helper.make_node("Sin", ["p"], ["sp"]),
+             helper.make_node("Concat", ["cat", "sp"], ["cat2"], axis=0),
+             helper.make_node("Tanh", ["cat2"], ["y"])]
+    model = graph_model(nodes, [("p", [rows[0], 4]), ("q", [rows[1], 4])], ["y"])
+    feeds = {"p": rng.standard_normal((rows[0], 4)).astype(np.float32),
+             "q": rng.standard_normal((rows[1], 4)).astype(np.float32)}
+    check_model(model, feeds, backends=["numpy", f"wgpu:{adapter}"])
+    session = gpu_session(model, adapter)
+    session.run(None, feeds)
+    alignment = session.session.backends[0].alignment
+    inner, outer = rows[0] * 16 % alignment == 0, (rows[0] + rows[1]) * 16 % alignment == 0
+    assert session.report()["views"] == int(inner) + int(outer)
+    if alignment == 32:
+        assert session.report()["views"] == (2 if rows == (8, 4) else 1)
