@@ -202,12 +202,17 @@ def _load(name: str, loader, model, data: bytes, feeds: dict, reference: list, w
     return runner
 
 
-def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapter=None) -> dict:
-    """One zoo model through every peer; returns {"model", "peers": {peer: cell}}."""
+IMAGE_MODELS = ("mobilenetv2", "resnet", "unet")  # zoo builders with a size= (input side) option
+
+
+def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapter=None, size: int | None = None,
+                  seq: int = 8) -> dict:
+    """One zoo model through every peer; returns {"model", "peers": {peer: cell}}. size: the
+    input side of the image models (zoo default 32); seq: the sequence length of bert's inputs."""
     from ..models.zoo import build, example_inputs
 
-    model = build(name)
-    feeds = example_inputs(model, 1)
+    model = build(name, **({"size": size} if size and name in IMAGE_MODELS else {}))
+    feeds = example_inputs(model, 1, seq=seq)
     data = model.SerializeToString()
     reference = _ort_session(data)(feeds)
     loaders = peer_loaders(adapter)
@@ -294,10 +299,10 @@ def markdown(result: dict) -> str:
 
 
 def run_peers(models: list[str], peers: list[str], *, runs: int = 21, warmup: int = 3, adapter=None,
-              show_progress: bool = True) -> dict:
+              show_progress: bool = True, size: int | None = None, seq: int = 8) -> dict:
     from .progress import progress
 
-    rows = [compare_model(m, peers, runs=runs, warmup=warmup, adapter=adapter)
+    rows = [compare_model(m, peers, runs=runs, warmup=warmup, adapter=adapter, size=size, seq=seq)
             for m in progress(models, "peers", enabled=show_progress)]
     return {"runs": runs, "warmup": warmup, "peer_names": peers, "models": rows, "environment": environment(adapter)}
 
@@ -310,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=21, help="timed rounds (default 21)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each runner first (default 3)")
     parser.add_argument("--adapter", help="GPU adapter for wgnn wgpu (index, name, vulkan/gl, ...)")
+    parser.add_argument("--size", type=int, help="input side of the image models (default: the zoo's 32; "
+                        "224 for ImageNet-sized inputs; unet needs a multiple of 4)")
+    parser.add_argument("--seq", type=int, default=8, help="sequence length of bert's inputs (default 8)")
     parser.add_argument("--out", metavar="FILE.md", help="also write the markdown table here")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
@@ -324,10 +332,12 @@ def main(argv: list[str] | None = None) -> int:
                              f"peers: {', '.join(peer_loaders(None))}")
         if args.runs < 1 or args.warmup < 0:
             raise InputError("--runs must be at least 1 and --warmup 0 or more")
+        if (args.size is not None and args.size < 4) or args.seq < 1:
+            raise InputError("--size must be at least 4 and --seq at least 1")
         if find_spec("onnxruntime") is None:
             raise InputError("the peers table needs onnxruntime (the reference): pip install onnxruntime")
         result = run_peers(models, peers, runs=args.runs, warmup=args.warmup, adapter=args.adapter,
-                           show_progress=not args.json)
+                           show_progress=not args.json, size=args.size, seq=args.seq)
     except WgnnError as exc:
         print(f"peers: error: {exc}", file=sys.stderr)
         return 2

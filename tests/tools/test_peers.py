@@ -54,3 +54,13 @@ def test_missing_and_failing_peers_are_cells(monkeypatch):
 def test_unknown_peer_is_an_error(capsys):
     assert peers.main(["--peers", "tensorflow"]) == 2
     assert "unknown model or peer ['tensorflow']" in capsys.readouterr().err
+
+
+def test_size_and_seq_options():
+    result = peers.run_peers(["unet", "bert"], ["wgnn numpy", "onnxruntime"], runs=1, warmup=0, show_progress=False,
+                             size=20, seq=5)
+    unet, bert = result["models"]
+    assert unet["inputs"] == {"input": [1, 3, 20, 20]}
+    assert all(shape == [1, 5] for shape in bert["inputs"].values())
+    assert all(cell["status"] == "ok" for row in (unet, bert) for cell in row["peers"].values())
+    assert peers.main(["--size", "2"]) == 2
