@@ -92,6 +92,13 @@ class GpuExecution(Execution):
         return 0
 
     @classmethod
+    def linear_inputs(cls, step: Step) -> tuple[int, ...]:
+        """Inputs (of layout_inputs) the kernel's NC4HW4 variant may read from a linear tensor
+        through its accessor, so that no conversion step precedes it (the layout pass keeps them
+        linear unless they were converted for another consumer already)."""
+        return ()
+
+    @classmethod
     def layouts(cls, step: Step) -> tuple[str, ...]:
         """Layouts the kernel runs its feature maps in, preferred first ("linear", "nc4hw4").
         A kernel preferring linear but accepting nc4hw4 follows the layout of its inputs."""

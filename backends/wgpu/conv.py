@@ -169,6 +169,12 @@ class ConvGpu(_ConvBase):
         return (0, 3)  # the input and the fused residual
 
     @classmethod
+    def linear_inputs(cls, step: Step) -> tuple[int, ...]:
+        # An image of at most 4 channels (a network's first conv): its slice costs at most 4 scalar
+        # loads instead of 1 vec4 load, where a conversion would cost a whole pass (a dispatch).
+        return (0,) if step.input_specs[0].shape[1] <= 4 else ()
+
+    @classmethod
     def loop_iterations(cls, step: Step) -> int:
         from .conv_paths import loop_iterations
 

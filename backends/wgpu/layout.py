@@ -102,6 +102,17 @@ def nc4hw4_text(var: str, binding: int, slot: int, placement: Placement, *, writ
         load = f"textureLoad({var}_t, vec2<i32>(x, y), n * {n_c4} + c4, 0)"
         return (f"@group(0) @binding({binding}) var {var}_t: texture_2d_array<f32>;\n"
                 f"{head}    return {f'vec4<f16>({load})' if half else load};\n}}")
+    if placement.layout == LINEAR:
+        if write:
+            raise ValueError(f"{var}: NC4HW4 accessors write NC4HW4 tensors only")
+        # A linear NCHW tensor read a slice at a time: lane k is channel 4 c4 + k, H x W apart;
+        # lanes past the channels read as zeros (indices clamped, so never out of the buffer).
+        lanes = ", ".join(f"{var}_lane(c4 * 4 + {k}, ((n * {c} + min(c4 * 4 + {k}, {c} - 1)) * {h} + y) * {w} + x)"
+                          for k in range(4))
+        return (f"@group(0) @binding({binding}) var<storage, read_write> {var}_b: array<f32>;\n"
+                f"fn {var}_lane(channel: i32, i: i32) -> {t} {{\n"
+                f"    return select({t}(0.0), {t}({var}_b[i]), channel < {c});\n}}\n"
+                f"{head}    return vec4<{t}>({lanes});\n}}")
     index = f"((n * {n_c4} + c4) * {h} + y) * {w} + x"
     element = "vec4<f16>" if placement.half else "vec4<f32>"
     decl = f"@group(0) @binding({binding}) var<storage, read_write> {var}_b: array<{element}>;\n"
@@ -157,6 +168,9 @@ class LayoutPlanner:
                 layout = self.choose(step, execution)
                 execution.layout = layout
                 for i, name in enumerate(step.inputs):
+                    if (layout == NC4HW4 and i in execution.linear_inputs(step) and (name, NC4HW4) not in self.converted
+                            and self.placement(name).layout == LINEAR):
+                        continue  # the kernel reads this linear tensor a slice at a time
                     if name and is_feature_map(step.input_specs[i]) and i in execution.layout_inputs(step):
                         step.inputs[i] = self.convert(name, layout, steps)
                     elif name and self.placement(name).layout != LINEAR:

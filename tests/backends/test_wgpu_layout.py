@@ -76,3 +76,29 @@ def test_tensor_past_texture_limits_stays_in_a_buffer(unary_prefers_nc4hw4, monk
     want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, feeds)
     np.testing.assert_allclose(session.run(None, feeds)[0], want[0], rtol=1e-5)
     assert {p.storage for p in backend.placements.values()} == {"buffer"}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("storage, precision", [("buffer", "fp32"), ("texture", "fp32"), ("texture", "fp16"),
+                                                ("buffer", "fp16-arith")])
+def test_first_conv_reads_its_linear_image(adapter, channels, storage, precision):
+    """A conv whose input has at most 4 channels reads the linear graph input a slice at a time:
+    no Convert step before it (its NC4HW4 output is unpacked by the download)."""
+    rng = np.random.default_rng(channels)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((5, channels, 3, 3)).astype(np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, channels, 6, 7])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[1, 2]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "first", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal((2, channels, 6, 7)).astype(np.float32)}
+    want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, feeds)[0]
+    config = wgnn.Config(providers=("wgpu",), adapter=adapter, storage=storage, precision=precision)
+    if precision != "fp32" and storage == "buffer" and "shader-f16" not in gpu_adapters()[adapter]["features"]:
+        pytest.skip("16-bit buffers need shader-f16")
+    session = wgnn.InferenceSession(model, config=config)
+    got = session.run(None, feeds)[0]
+    tol = 1e-4 if precision == "fp32" else 2e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert [s.op.op_type for seg in session.session.segments for s, _ in seg.steps] == ["Conv"]

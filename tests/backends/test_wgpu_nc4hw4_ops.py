@@ -274,7 +274,7 @@ ZOO_TARGETS = [pytest.param(name, adapter, storage, id=f"{name}-wgpu{adapter}-{s
 
 
 @pytest.mark.parametrize(("name", "adapter", "storage"), ZOO_TARGETS)
-def test_zoo_model_runs_nc4hw4_with_two_conversions(name, adapter, storage):
+def test_zoo_model_runs_nc4hw4_with_one_conversion(name, adapter, storage):
     model = build(name)
     reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     sess = session(model, adapter, storage)
@@ -289,7 +289,10 @@ def test_zoo_model_runs_nc4hw4_with_two_conversions(name, adapter, storage):
         assert set(found["Conv"]) == {"nc4hw4"} and set(found["GlobalPool"]) == {"nc4hw4"}
         converts = [(s.inputs[0], s.attrs["layout"]) for seg in sess.session.segments for s, _ in seg.steps
                     if s.op.op_type == "Convert"]
-        assert converts[0] == ("input", "nc4hw4") and [c[1] for c in converts] == ["nc4hw4", "linear"]
+        # The first conv reads the 3-channel image linear; the pooled features reach the Gemm as
+        # they are from a buffer (their conversion and the Flatten are views), converted from a texture.
+        assert [c[1] for c in converts] == ["linear"]
+        assert sess.report()["views"] == (1 if storage == "texture" else 2)
         # A resize compiles nothing and keeps the repacked weights' buffers.
         buffers = {k: id(v[1]) for k, v in backend.packed.items()}
         if compiled is None:
