@@ -5,7 +5,8 @@ Paths (all with bias, residual and fused activation in the epilogue):
   per invocation (conv_nc4hw4.wgsl; conv_slide_nc4hw4.wgsl where the W stride equals the W
   dilation) or, for one group, 4 output slices x 8 pixels (conv4_nc4hw4.wgsl: half the loads per
   FMA, for output channels padded to 16); depthwise convs by 4 x 4 pixel blocks
-  (depthwise3x3_nc4hw4.wgsl, 3x3 stride 1) or row segments (depthwise_nc4hw4.wgsl). Weights are
+  (depthwise3x3_nc4hw4.wgsl, 3x3 stride 1; depthwise3x3s2_nc4hw4.wgsl, 3x3 stride 2) or row
+  segments (depthwise_nc4hw4.wgsl). Weights are
   repacked once as 4x4 matrices per input slice and tap.
 - "gemm1x1": 1x1, stride 1, no padding, one group: a GEMM over pixels x channels, 4 output slices
   x 16 pixels per invocation (gemm1x1_nc4hw4.wgsl).
@@ -52,11 +53,15 @@ NC4HW4_PIXELS = 8  # output pixels along W per invocation of the direct kernels
 # f16 storage alone: 2.9e-4), so they add each slice's 4 f16 products (one mat4x4 x vec4) into f32
 # sums. The 3x3 depthwise sums 9 products: f16 throughout (6e-4 RMS).
 HALF_SUMS = {"conv/conv_nc4hw4.wgsl": "f32", "conv/conv4_nc4hw4.wgsl": "f32", "conv/gemm1x1_nc4hw4.wgsl": "f32",
-             "conv/winograd_gemm.wgsl": "f32", "conv/depthwise3x3_nc4hw4.wgsl": "f16"}
+             "conv/winograd_gemm.wgsl": "f32", "conv/depthwise3x3_nc4hw4.wgsl": "f16",
+             "conv/depthwise3x3s2_nc4hw4.wgsl": "f16"}
 # Winograd units whose GEMM may multiply in 16 bits. F(4,3)'s output transform (coefficients up to
 # 8) magnifies the f16 rounding of V and U: 1.3e-2 max error on 3x3 64->64 (F(2,3): 9e-4).
 HALF_WINOGRAD_UNITS = (2,)
 F16_MAX = 65504.0  # largest finite f16
+# Output pixels (W, H) per invocation of depthwise3x3s2_nc4hw4.wgsl (fixed in its text). Measured on
+# lavapipe (MobileNetV2's stride-2 depthwise convs): 4 x 2, 4 x 4 and 4 x 8 alike, 8-wide ~8% slower.
+DW_S2_BLOCK = (4, 4)
 DW_SEGMENT = 16  # output pixels per invocation of depthwise_nc4hw4.wgsl (4 at a time; 4 to 32 measured alike)
 
 
@@ -117,6 +122,11 @@ def geometry(step: Step) -> dict:
 def dw3x3(geo: dict) -> bool:
     """Whether a depthwise conv can run depthwise3x3_nc4hw4.wgsl."""
     return geo["kernel"] == [3, 3] and geo["strides"] == [1, 1] and geo["dilations"] == [1, 1]
+
+
+def dw3x3s2(geo: dict) -> bool:
+    """Whether a depthwise conv can run depthwise3x3s2_nc4hw4.wgsl."""
+    return geo["kernel"] == [3, 3] and geo["strides"] == [2, 2] and geo["dilations"] == [1, 1]
 
 
 def candidates(step: Step, kind: str) -> list[str]:
@@ -182,6 +192,14 @@ def direct_variants(step: Step, kind: str, geo: dict) -> dict[str, KernelCost]:
         if dw3x3(geo):
             inv = n * c4out * ceil_div(oh, 4) * ceil_div(ow, 4)
             variants["conv/depthwise3x3_nc4hw4.wgsl"] = KernelCost(inv, 36 + 9 + 16 * residual, 16, 16 * 9)
+        if dw3x3s2(geo):
+            # bw x bh output pixels from (2 bw + 1) x (2 bh + 1) input pixels; an invocation stops
+            # after the output's last row (`rows`: the mean rows per block).
+            bw, bh = DW_S2_BLOCK
+            inv = n * c4out * ceil_div(oh, bh) * ceil_div(ow, bw)
+            rows = oh / ceil_div(oh, bh)
+            variants["conv/depthwise3x3s2_nc4hw4.wgsl"] = KernelCost(
+                inv, (2 * bw + 1) * (2 * rows + 1) + 9 + bw * rows * residual, bw * rows, bw * rows * 9)
         return variants
     px, taps = NC4HW4_PIXELS, kh * kw
     cg4 = ceil_div(x[1] // geo["group"], 4)
@@ -458,6 +476,9 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
     rest = [*geo["kernel"], *geo["strides"], *geo["dilations"], *geo["begin"]]  # slots 4..11
     if kernel == "conv/depthwise3x3_nc4hw4.wgsl":
         blocks = (ceil_div(ow, 4), ceil_div(oh, 4))
+        count, pack, head = n * c4out * blocks[0] * blocks[1], pack_depthwise_weights, [*blocks, 0]
+    elif kernel == "conv/depthwise3x3s2_nc4hw4.wgsl":
+        blocks = (ceil_div(ow, DW_S2_BLOCK[0]), ceil_div(oh, DW_S2_BLOCK[1]))
         count, pack, head = n * c4out * blocks[0] * blocks[1], pack_depthwise_weights, [*blocks, 0]
     elif kernel == "conv/depthwise_nc4hw4.wgsl":
         blocks = ceil_div(ow, DW_SEGMENT)

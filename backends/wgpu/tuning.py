@@ -41,7 +41,8 @@ WORKGROUP_CANDIDATES = (32, 64, 128, 256)
 # caller passes (matmul tiles, the RNN recurrence and the image kernel depend on it).
 TUNABLE_KERNELS = frozenset({
     "conv/conv_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
-    "conv/depthwise3x3_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl", "conv/winograd2_input.wgsl",
+    "conv/depthwise3x3_nc4hw4.wgsl", "conv/depthwise3x3s2_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl",
+    "conv/winograd2_input.wgsl",
     "conv/winograd2_output.wgsl", "conv/winograd4_input.wgsl", "conv/winograd4_output.wgsl",
     "conv/winograd_gemm.wgsl", "pool/pool_nc4hw4.wgsl", "elementwise/binary_nc4hw4.wgsl",
     "elementwise/unary_nc4hw4.wgsl",

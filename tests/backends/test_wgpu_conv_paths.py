@@ -140,8 +140,25 @@ DIRECT_CASES = [
     ((2, 13, 11, 19), 21, (3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {"residual": True, "act": "relu"}),
     ((2, 5, 6, 7), 5, (3, 3), {"pads": [1, 1, 1, 1]}, {"group": 5, "residual": True, "act": "leaky_relu"}),
     ((1, 7, 5, 9), 7, (3, 3), {"pads": [0, 1, 2, 0]}, {"group": 7, "bias": False}),  # 3x3 depthwise blocks
-    ((2, 6, 9, 7), 6, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, {"group": 6, "act": "relu"}),  # row segments
+    ((2, 6, 9, 7), 6, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 1]}, {"group": 6, "act": "relu"}),  # row segments
+    # 3x3 stride-2 depthwise blocks (4 x 4 output pixels): partial blocks, odd sizes, channels not a
+    # multiple of 4, asymmetric and SAME_UPPER pads, outputs of one row or column.
+    ((2, 6, 9, 7), 6, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, {"group": 6, "act": "relu"}),
+    ((2, 7, 19, 17), 7, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]},
+     {"group": 7, "residual": True, "act": "leaky_relu"}),
+    ((1, 5, 10, 13), 5, (3, 3), {"pads": [0, 1, 1, 0], "strides": [2, 2]}, {"group": 5, "bias": False}),
+    ((2, 9, 16, 11), 9, (3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
+     {"group": 9, "residual": True, "act": "clip", "bias": False}),
+    ((1, 3, 3, 18), 3, (3, 3), {"strides": [2, 2]}, {"group": 3, "act": "sigmoid"}),
+    ((1, 4, 18, 4), 4, (3, 3), {"pads": [0, 0, 1, 0], "strides": [2, 2]}, {"group": 4, "residual": True}),
 ]
+DW_S2_KERNEL = "conv/depthwise3x3s2_nc4hw4.wgsl"
+
+
+def stride2_depthwise(x_shape, cout, kernel, attrs, options) -> bool:
+    """Whether a DIRECT_CASES entry is a 3x3 stride-2 depthwise conv (depthwise3x3s2_nc4hw4.wgsl's)."""
+    return (options.get("group") == x_shape[1] == cout and kernel == (3, 3) and attrs.get("strides") == [2, 2]
+            and attrs.get("dilations", [1, 1]) == [1, 1])
 
 
 ONE_GROUP = [c for c in DIRECT_CASES if "group" not in c[4]]
@@ -167,7 +184,39 @@ def test_direct(monkeypatch, x_shape, cout, kernel, attrs, options, quads):
     check(model, feeds, path="direct")
     session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0]))
     session.run(None, feeds)
-    assert (conv_executions(session)[0].dispatches[0].kernel.path == quad_kernel) == quads
+    ran = conv_executions(session)[0].dispatches[0].kernel.path
+    assert (ran == quad_kernel) == quads
+    assert (ran == DW_S2_KERNEL) == stride2_depthwise(x_shape, cout, kernel, attrs, options)
+
+
+@pytest.mark.parametrize("storage", ["buffer", "texture"])
+def test_stride2_depthwise_in_fp16_arith(monkeypatch, storage):
+    """depthwise3x3s2_nc4hw4.wgsl multiplies and sums in 16 bits under precision fp16-arith on adapters
+    with shader-f16 (others run it as fp16: 32-bit arithmetic on 16-bit feature maps)."""
+    from wgnn.backends.wgpu import loader
+
+    types = {}  # id(pipeline) -> its FLOAT text
+    original = loader.PipelineCache.get
+
+    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
+        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
+        types[id(kernel)] = (params or {}).get("FLOAT")
+        return kernel
+
+    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    model, feeds = case((2, 7, 13, 11), 7, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, residual=True,
+                        act="relu", group=7)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for adapter in gpu_adapters():
+        half = "shader-f16" in adapter["features"]
+        if storage == "buffer" and not half:
+            continue  # 16-bit buffers need shader-f16
+        config = wgnn.Config(providers=("wgpu",), adapter=adapter["index"], storage=storage, precision="fp16-arith")
+        session = wgnn.InferenceSession(model, config=config)
+        got = session.run(None, feeds)[0]
+        assert_close(got, want, what=f"adapter {adapter['index']} ({storage})", rtol=1e-2, atol=2e-2)
+        kernel = conv_executions(session)[0].dispatches[0].kernel
+        assert kernel.path == DW_S2_KERNEL and types[id(kernel)] == ("f16" if half else "f32")
 
 
 def test_forced_path_that_cannot_run_leaves_the_choice_to_the_cost_model(monkeypatch):
