@@ -1,12 +1,13 @@
 """Conv paths side by side on one GPU adapter: `python -m wgnn.tools.bench_conv`.
 
-Times single-Conv models (conv 3x3 64->64, conv 1x1 64->256 and depthwise 3x3 256 on 1 x C x 56 x 56
-by default) before issue 4's conv work ("baseline": the direct path through the kernels it had then,
-no residual-Add fusion), with each conv path that can run them forced in turn through WGNN_CONV_PATH
-(direct, gemm1x1, winograd2, winograd4) and with auto (the cost model's choice), then zoo models
-before and after, all in one process: median wall-clock and process CPU time of timed runs after
-warm-up, the Conv steps' GPU time (timestamp queries, profiled runs) with GFLOP/s, dispatches per
-run and the conv paths (and direct kernels) taken.
+Times single-Conv models (conv 3x3 64->64, conv 1x1 64->256 and depthwise 3x3 256 on 1 x C x 56 x 56,
+depthwise 3x3 stride 2 96 on 1 x 96 x 112 x 112, by default) before issue 4's conv work ("baseline":
+the direct path through the kernels it had then, no residual-Add fusion), with each conv path that
+can run them forced in turn through WGNN_CONV_PATH (direct, gemm1x1, winograd2, winograd4) and with
+auto (the cost model's choice), then zoo models before and after, all in one process: median
+wall-clock and process CPU time of timed runs after warm-up, the Conv steps' GPU time (timestamp
+queries, profiled runs) with GFLOP/s, dispatches per run and the conv paths (and direct kernels)
+taken.
 """
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ import numpy as np
 from ..backends.wgpu.conv_paths import PATH_ENV
 
 PATHS = ("baseline", "auto", "direct", "gemm1x1", "winograd2", "winograd4")
-NEW_DIRECT_KERNELS = ("conv/conv4_nc4hw4.wgsl", "conv/depthwise3x3_nc4hw4.wgsl")
+NEW_DIRECT_KERNELS = ("conv/conv4_nc4hw4.wgsl", "conv/depthwise3x3_nc4hw4.wgsl", "conv/depthwise3x3s2_nc4hw4.wgsl")
 # name: (C_in, C_out, kernel, stride, group, size)
 CASES = {
     "conv3x3_64_64_56": (64, 64, 3, 1, 1, 56),
     "conv1x1_64_256_56": (64, 256, 1, 1, 1, 56),
     "dw3x3_256_56": (256, 256, 3, 1, 256, 56),
+    "dw3x3s2_96_112": (96, 96, 3, 2, 96, 112),  # MobileNetV2's first stride-2 depthwise conv
 }
 ZOO_MODELS = ("mobilenetv2", "resnet")
 
