@@ -106,6 +106,10 @@ def _ncnn(model, data: bytes, feeds: dict, workdir: Path):
     net = ncnn.Net()
     net.opt.use_vulkan_compute = ncnn.get_gpu_count() > 0
     net.opt.use_fp16_packed = net.opt.use_fp16_storage = net.opt.use_fp16_arithmetic = False  # fp32, as wgnn
+    # ncnn's OpenMP threads spin 20 ms after each parallel region by default: they would steal the
+    # cores from the runner timed next (measured: wgnn 1.3-1.6x slower beside it), as onnxruntime's
+    # spinning would (see _ort_session).
+    net.opt.openmp_blocktime = 0
     status, said = _with_stderr(lambda: net.load_param(f"{stem}.param") or net.load_model(f"{stem}.bin"))
     if status != 0:
         reasons = [line.strip() for line in said.splitlines() if line.strip() and not line.startswith("[")]
