@@ -190,8 +190,10 @@ class Session:
         Some tensors live inside another's storage (_shared_storage): a group so formed is
         planned as its outermost host, alive from its first member's write to its last read."""
         self._plan_transfers()
-        self.shares, self.idle_steps = shares, _ = self._shared_storage()
         dedicated = {n for s in self.segments for n in s.imports + s.exports}
+        producer = {name: segment.backend for segment in self.segments for step, _ in segment.steps
+                    for name in step.outputs}
+        shares, self.idle_steps = self._shared_storage(dedicated, producer)
 
         def root(name: str) -> str:
             while name in shares:
@@ -214,8 +216,6 @@ class Session:
                     if name in first:
                         last[name] = max(last.get(name, position), position)
                 position += 1
-        producer = {name: segment.backend for segment in self.segments for step, _ in segment.steps
-                    for name in step.outputs}
         plans: dict[str, MemoryPlan] = {}
         for backend in self.backends:
             lifetimes = [Lifetime(name, backend.tensor_bytes(name, self.shapes.specs[name]), start, last[name])
@@ -229,16 +229,14 @@ class Session:
                 shares={name: host for name, host in shares.items() if producer[name] is backend})
         return plans
 
-    def _shared_storage(self) -> tuple[dict[str, tuple[str, int]], int]:
+    def _shared_storage(self, dedicated: set[str], producer: dict) -> tuple[dict[str, tuple[str, int]], int]:
         """(tensor -> (host tensor, byte offset in the host's storage), steps left with nothing
         to do). A view (Execution.view_source: a Reshape, a layout change that moves nothing)
         lives in its source; the inputs of a concatenation that places each of them whole in
         one range of its output (Execution.embedded_inputs) are written there by their producers.
         Only tensors of one backend, neither constants nor crossing between backends, take part;
-        a tensor has at most one host."""
-        dedicated = {n for s in self.segments for n in s.imports + s.exports}
-        producer = {name: segment.backend for segment in self.segments for step, _ in segment.steps
-                    for name in step.outputs}
+        a tensor has at most one host. dedicated: tensors crossing between backends (or graph
+        outputs); producer: tensor -> the backend writing it."""
         shares: dict[str, tuple[str, int]] = {}
         idle = 0
         for segment in self.segments:
