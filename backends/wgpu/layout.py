@@ -228,8 +228,7 @@ class ConvertGpu(GpuExecution):
 
     def prepare(self) -> None:
         self.prepare_conversion()
-        source = self.view_source()
-        if source is not None and self.backend.shares.get(self.step.outputs[0]) == (source, 0):
+        if self.is_view():
             self.dispatches.clear()  # a view: prepared all the same, so other shapes compile nothing
 
     def prepare_conversion(self) -> None:

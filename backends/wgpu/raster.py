@@ -130,17 +130,14 @@ class RasterGpu(GpuExecution):
 
     def view_source(self) -> str | None:
         """The input, when the plan copies all of it, element for element, to the whole output
-        of the same size (Reshape, Flatten, Squeeze, ...): linear buffers of 32-bit elements on
-        both sides then hold the same bytes."""
-        step = self.step
-        if self.layout != "linear" or step.plan.fill is not None or len(step.plan.regions) != 1:
+        (Reshape, Flatten, Squeeze, ...): linear buffers of 32-bit elements on both sides then
+        hold the same bytes."""
+        if self.layout != "linear" or self.step.plan.fill is not None:
             return None
-        region = step.plan.regions[0]
-        source, out = step.input_specs[region.src], step.output_specs[0]
-        whole = region.size == (out.size,) and region.src_strides == region.dst_strides == (1,)
-        if not whole or region.src_offset or region.dst_offset or source.size != out.size:
+        ranges = self._linear_ranges()
+        if not ranges or len(ranges) != 1 or ranges[0][1:] != (0, self.step.output_specs[0].size * 4):
             return None
-        return step.inputs[region.src] if self.backend.placement(step.inputs[region.src]).layout == "linear" else None
+        return ranges[0][0]
 
     def embedded_inputs(self) -> list[tuple[str, int]] | None:
         """Each input with its byte offset in the output, when the plan copies every input whole
@@ -199,9 +196,7 @@ class RasterGpu(GpuExecution):
         self.prepare_copies()
         out = self.step.outputs[0]
         hosted = [self.backend.shares.get(name, ("", 0))[0] for name in self.step.inputs if name]
-        source = self.view_source()
-        viewed = source is not None and self.backend.shares.get(out) == (source, 0)
-        if viewed or (hosted and all(host == out for host in hosted)):
+        if self.is_view() or (hosted and all(host == out for host in hosted)):
             # A view, or a concatenation whose inputs were written in place: nothing to run. The
             # copies were prepared all the same, so other shapes compile nothing new.
             self.dispatches.clear()
