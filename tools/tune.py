@@ -159,12 +159,11 @@ def tune_storage(index: int, specs: list[dict], references: dict, precision: str
 
 def tune_workgroups(context, specs: list[dict], references: dict, storage: str, candidates, rounds: int,
                     warmup: int) -> dict:
-    from ..backends.wgpu.tuning import DEFAULT_WORKGROUP, TUNABLE_KERNELS, trial_workgroups
+    from ..backends.wgpu.tuning import TUNABLE_KERNELS, preferred_workgroup, trial_workgroups, workgroup_limit
     from ..engine.config import Config
 
-    most = min(context.limits.get("max-compute-invocations-per-workgroup", 256),
-               context.limits.get("max-compute-workgroup-size-x", 256))
-    sizes = [size for size in candidates if size <= most]
+    sizes = [size for size in candidates if size <= workgroup_limit(context)]
+    preferred = preferred_workgroup(context)
     config = Config(providers=("wgpu",), adapter=context.index, storage=storage)
     result = {}
     for spec in specs:
@@ -184,9 +183,9 @@ def tune_workgroups(context, specs: list[dict], references: dict, storage: str, 
                                 f"{variants[str(size)].workgroups}")
         ms = compare(variants, rounds)
         best = min(sizes, key=lambda size: ms[str(size)])
-        if DEFAULT_WORKGROUP in sizes and ms[str(best)] >= ms[str(DEFAULT_WORKGROUP)] * (1 - MARGIN):
-            best = DEFAULT_WORKGROUP
-        result[spec["case"]] = {"kernels": kernels, "ms": ms, "best": best}
+        if preferred in sizes and ms[str(best)] >= ms[str(preferred)] * (1 - MARGIN):
+            best = preferred
+        result[spec["case"]] = {"kernels": kernels, "ms": ms, "best": best, "preferred": preferred}
     return result
 
 
@@ -194,7 +193,13 @@ def tune_adapter(index: int, *, quick: bool = False, rounds: int | None = None, 
     """Measure storage, workgroup sizes and providers on adapter `index` and store them in the cache.
     Returns what was stored plus the per-case details."""
     from ..backends.wgpu.context import get_context
-    from ..backends.wgpu.tuning import WORKGROUP_CANDIDATES, cache_path, measure_providers, save_entry
+    from ..backends.wgpu.tuning import (
+        WORKGROUP_CANDIDATES,
+        cache_path,
+        measure_providers,
+        preferred_workgroup,
+        save_entry,
+    )
     from .progress import progress
 
     context = get_context(index)
@@ -203,7 +208,7 @@ def tune_adapter(index: int, *, quick: bool = False, rounds: int | None = None, 
     specs = case_specs(quick)
     references = {spec["case"]: reference_output(spec) for spec in specs}
     precisions = ["fp32"] + (["fp16"] if not quick and "shader-f16" in context.features else [])
-    candidates = (32, 64) if quick else WORKGROUP_CANDIDATES
+    candidates = sorted({preferred_workgroup(context), 64}) if quick else WORKGROUP_CANDIDATES
     steps = [("storage", p) for p in precisions] + [("workgroups", None), ("providers", None)]
     storage: dict[str, dict] = {}
     workgroups: dict = {}
@@ -265,8 +270,10 @@ def format_tuning(result: dict) -> str:
 
 
 def format_cache(document: dict, path: str) -> str:
-    """`wgnn tune --show`: one row per cached adapter (workgroup sizes other than the default)."""
-    from ..backends.wgpu.tuning import DEFAULT_WORKGROUP
+    """`wgnn tune --show`: one row per cached adapter (workgroup sizes: the common one, then the
+    kernels that differ)."""
+    from collections import Counter
+
     from .cli import table
 
     entries = document["entries"]
@@ -276,8 +283,11 @@ def format_cache(document: dict, path: str) -> str:
     for entry in entries.values():
         storage = ", ".join(f"{p} {choice}" for p, choice in sorted(entry.get("storage", {}).items())) or "-"
         tuned = entry.get("workgroups")
-        sizes = ("-" if tuned is None else ", ".join(f"{k.split('/')[-1]}={v}" for k, v in sorted(tuned.items())
-                                                     if v != DEFAULT_WORKGROUP) or "all 64")
+        sizes = "-"
+        if tuned:
+            common = Counter(tuned.values()).most_common(1)[0][0]
+            others = [f"{k.split('/')[-1]}={v}" for k, v in sorted(tuned.items()) if v != common]
+            sizes = f"all {common}" + (f" except {', '.join(others)}" if others else "")
         probe = entry.get("providers")
         providers = (f"{', '.join(probe['choice'])} (wgpu {probe['wgpu_ms']:.2f} ms, numpy {probe['numpy_ms']:.2f} ms)"
                      if probe else "-")

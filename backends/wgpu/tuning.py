@@ -4,7 +4,8 @@ use it.
 - NC4HW4 storage: `Config(storage="auto")` takes the storage (texture or buffer) that `wgnn tune`
   measured faster on the adapter, else the built-in default (buffers in fp32, textures in fp16).
 - Workgroup sizes: kernels in TUNABLE_KERNELS get the `WG` override constant `wgnn tune` measured
-  best (the loader asks tuned_constants(); a dispatch sizes its grid from the kernel's WG).
+  best (the loader asks tuned_constants(); a dispatch sizes its grid from the kernel's WG), else
+  the adapter's preferred size (preferred_workgroup: one SIMD group on CPU adapters, 64 elsewhere).
 - Providers: `Config(providers=["auto"])` runs a small CNN on wgpu and on numpy once per adapter
   (measure_providers), stores the medians here and picks the faster.
 
@@ -19,6 +20,7 @@ import json
 import logging
 import math
 import os
+import re
 import statistics
 import threading
 import time
@@ -34,7 +36,7 @@ CACHE_ENV = "WGNN_CACHE_DIR"
 CACHE_FILE = "tuning.json"
 CACHE_FORMAT = 1
 DEFAULT_WORKGROUP = 64  # backend.WORKGROUP (not imported: backend.py imports this module)
-WORKGROUP_CANDIDATES = (32, 64, 128, 256)
+WORKGROUP_CANDIDATES = (8, 16, 32, 64, 128, 256)
 # Kernels whose WG only says how many invocations share a workgroup: every invocation finds its work
 # from linear_id(gid, nwg, WG), returns past the count in params slot 0, and uses no workgroup memory
 # or barriers, so any WG gives the same results. Kernels outside this set always get the WG their
@@ -168,22 +170,41 @@ def _announce(info, what: str, message: str, *args) -> None:
 
 
 # ------------------------------------------------------------------------- workgroup sizes
+def preferred_workgroup(context) -> int:
+    """The WG of tunable kernels when nothing was tuned. A CPU adapter (lavapipe, llvmpipe) runs a
+    workgroup as its SIMD groups one after another, and groups whose lanes are all past a kernel's
+    count still run the kernel's body under an empty mask: a 1-invocation gemm1x1 dispatch cost
+    106 us at WG 64 and 66 us at WG 8 (docs/performance.md). So there a workgroup is one SIMD
+    group: its vector bits, as the device name says them ("llvmpipe (LLVM 15.0.6, 256 bits)"),
+    over 32-bit lanes. GPUs keep 64."""
+    if context.info.adapter_type != "CPU":
+        return DEFAULT_WORKGROUP
+    bits = re.search(r"(\d+) bits", context.info.name)
+    return min(max(4, int(bits.group(1)) // 32) if bits else 8, workgroup_limit(context))
+
+
+def workgroup_limit(context) -> int:
+    return min(context.limits.get("max-compute-invocations-per-workgroup", 256),
+               context.limits.get("max-compute-workgroup-size-x", 256))
+
+
 def tuned_workgroup(context, kernel_path: str, default: int) -> int:
     """The WG the kernel kernels_wgsl/<kernel_path> runs with on this adapter: the tuned size when
-    the cache has one (and the adapter allows it), else default."""
+    the cache has one (and the adapter allows it), else the adapter's preferred size. Kernels
+    outside TUNABLE_KERNELS keep the caller's default."""
     if kernel_path not in TUNABLE_KERNELS:
         return default
+    preferred = preferred_workgroup(context)
     if _trial is not None:  # wgnn tune is measuring: its candidate, never an older cached choice
-        return _trial.get(kernel_path, default)
+        return _trial.get(kernel_path, preferred)
     entry = cache_entry(context.info)
     size = (entry or {}).get("workgroups", {}).get(kernel_path)
-    if not isinstance(size, int) or size == default:
-        return default
-    most = min(context.limits.get("max-compute-invocations-per-workgroup", 256),
-               context.limits.get("max-compute-workgroup-size-x", 256))
+    if not isinstance(size, int) or size == preferred:
+        return preferred
+    most = workgroup_limit(context)
     if not 1 <= size <= most:
-        log.debug("tuned WG %s of %s exceeds %s's limit %d: using %d", size, kernel_path, context.name, most, default)
-        return default
+        log.debug("tuned WG %s of %s exceeds %s's limit %d: using %d", size, kernel_path, context.name, most, preferred)
+        return preferred
     _announce(context.info, "wg", "%s runs with tuned workgroup size %d on %s", kernel_path, size, context.name)
     return size
 
@@ -210,7 +231,7 @@ def kernel_grid(backend, invocations: int, kernel) -> tuple[int, int, int]:
 
 @contextlib.contextmanager
 def trial_workgroups(sizes: dict[str, int]):
-    """While active, tunable kernels get sizes[path] (default 64) instead of the cached choice:
+    """While active, tunable kernels get sizes[path] (else the preferred size), not the cached choice:
     for measuring candidates. Pipelines are keyed by their constants, so nothing is overwritten."""
     global _trial
     previous, _trial = _trial, dict(sizes)

@@ -204,11 +204,44 @@ def test_trial_sizes_override_the_cache():
     with tuning.trial_workgroups({"pool/pool_nc4hw4.wgsl": 32}):
         assert tuning.tuned_workgroup(context, "pool/pool_nc4hw4.wgsl", 64) == 32
         assert tuning.tuned_constants(context, "pool/pool_nc4hw4.wgsl", {"WG": 64}) == {"WG": 32}
+    preferred = tuning.preferred_workgroup(context)
     with tuning.trial_workgroups({}):
-        assert tuning.tuned_workgroup(context, "pool/pool_nc4hw4.wgsl", 64) == 64
+        assert tuning.tuned_workgroup(context, "pool/pool_nc4hw4.wgsl", 64) == preferred
     assert tuning.tuned_constants(context, "pool/pool_nc4hw4.wgsl", {"WG": 16}) == {"WG": 16}  # chosen by the caller
     write_cache({tuning.adapter_key(context.info): {"workgroups": {"pool/pool_nc4hw4.wgsl": 1 << 20}}})
-    assert tuning.tuned_workgroup(context, "pool/pool_nc4hw4.wgsl", 64) == 64  # past the adapter's limit
+    assert tuning.tuned_workgroup(context, "pool/pool_nc4hw4.wgsl", 64) == preferred  # past the adapter's limit
+
+
+def fake_context(name: str, adapter_type: str, most: int = 256) -> SimpleNamespace:
+    limits = {"max-compute-invocations-per-workgroup": most, "max-compute-workgroup-size-x": most}
+    return SimpleNamespace(info=AdapterInfo(index=0, name=name, backend="Vulkan", adapter_type=adapter_type,
+                                            driver="", vendor=""), limits=limits)
+
+
+def test_preferred_workgroup_is_one_simd_group_on_cpu_adapters():
+    assert tuning.preferred_workgroup(fake_context("llvmpipe (LLVM 15.0.6, 256 bits)", "CPU")) == 8
+    assert tuning.preferred_workgroup(fake_context("llvmpipe (LLVM 17.0.6, 512 bits)", "CPU")) == 16
+    assert tuning.preferred_workgroup(fake_context("llvmpipe (LLVM 15.0.6, 128 bits)", "CPU")) == 4
+    assert tuning.preferred_workgroup(fake_context("SwiftShader Device", "CPU")) == 8  # no width in the name
+    assert tuning.preferred_workgroup(fake_context("llvmpipe (LLVM 15.0.6, 512 bits)", "CPU", most=8)) == 8
+    assert tuning.preferred_workgroup(fake_context("NVIDIA H100", "DiscreteGPU")) == tuning.DEFAULT_WORKGROUP
+    assert tuning.tuned_workgroup(fake_context("NVIDIA H100", "DiscreteGPU"), "pool/pool_nc4hw4.wgsl", 64) == 64
+    cpu = fake_context("llvmpipe (LLVM 15.0.6, 256 bits)", "CPU")
+    assert tuning.tuned_workgroup(cpu, "pool/pool_nc4hw4.wgsl", 64) == 8
+    assert tuning.tuned_workgroup(cpu, "matmul/matmul_tiled.wgsl", 64) == 64  # not tunable: the caller's size
+
+
+@needs_gpu
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_untuned_sessions_run_tunable_kernels_at_the_preferred_size(adapter):
+    context = get_context(adapter)
+    session = wgnn.InferenceSession(conv_pool_model(), config=wgnn.Config(providers=("wgpu",), adapter=adapter))
+    x = feeds((2, 6, 5, 7))
+    np.testing.assert_allclose(session.run(None, x)[0], wgnn.InferenceSession(conv_pool_model()).run(None, x)[0],
+                               rtol=1e-5, atol=1e-5)
+    dispatches = [d for seg in session.session.segments for _, ex in seg.steps for d in ex.dispatches]
+    tunable = [d for d in dispatches if d.kernel.path in tuning.TUNABLE_KERNELS]
+    assert tunable and all(d.kernel.workgroup == tuning.preferred_workgroup(context) for d in tunable)
 
 
 # -------------------------------------------------------------------------------- providers

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,9 +45,15 @@ def test_quick_tune_show_and_clear(tmp_path):
     assert storage["default"] == "buffer"
     assert storage["choice"] == ("texture" if totals["texture"] < totals["buffer"] * (1 - MARGIN) else "buffer")
     assert entry["workgroups"], "no tunable kernel measured"
+    # --quick tries the adapter's preferred size (one SIMD group on CPU adapters: 8 lanes for
+    # lavapipe's "256 bits") against 64; the preferred one stays unless 64 is MARGIN faster.
+    bits = re.search(r"(\d+) bits", adapter["name"])
+    preferred = (int(bits.group(1)) // 32 if bits else 8) if adapter["adapter_type"] == "CPU" else 64
     for row in entry["workgroups"].values():
-        assert set(row["ms"]) == {"32", "64"} and row["best"] in (32, 64) and row["kernels"]
-        assert row["best"] == (32 if row["ms"]["32"] < row["ms"]["64"] * (1 - MARGIN) else 64)
+        assert row["preferred"] == preferred and row["kernels"]
+        assert set(row["ms"]) == {str(preferred), "64"} and row["best"] in (preferred, 64)
+        if preferred != 64:
+            assert row["best"] == (64 if row["ms"]["64"] < row["ms"][str(preferred)] * (1 - MARGIN) else preferred)
     probe = entry["providers"]
     assert probe["choice"] in (["wgpu", "numpy"], ["numpy"]) and probe["wgpu_ms"] > 0 and probe["numpy_ms"] > 0
     assert (probe["choice"] == ["numpy"]) == (probe["numpy_ms"] <= probe["wgpu_ms"])
@@ -65,6 +72,8 @@ def test_quick_tune_show_and_clear(tmp_path):
     table = tune(tmp_path, "--show")
     assert table.returncode == 0 and str(cache) in table.stdout and adapter["driver"] in table.stdout
     assert f"fp32 {storage['choice']}" in table.stdout
+    common = max(set(stored["workgroups"].values()), key=list(stored["workgroups"].values()).count)
+    assert f"all {common}" in table.stdout
 
     # storage="auto" and providers=["auto"] in a new process follow what was stored.
     check = subprocess.run([sys.executable, "-c", (
