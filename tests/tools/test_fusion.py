@@ -168,16 +168,21 @@ def test_bias_add_not_folded():
     matmul = helper.make_node("MatMul", ["x", "w"], ["y"])
     add = helper.make_node("Add", ["y", "bias"], ["out"])
     # a 2-D bias could enlarge a 1-D product
-    check(build([matmul, add], {"x": [4, 3]}, ["out"], {"w": r(3, 5), "bias": r(1, 5)}), {"x": r(4, 3)},
+    check(build([matmul, add], {"x": [3]}, ["out"], {"w": r(3, 5), "bias": r(1, 5)}), {"x": r(3)},
           ["MatMul", "Binary"])
-    # a bias that is not a vector over the columns
-    check(build([matmul, add], {"x": [4, 3]}, ["out"], {"w": r(3, 5), "bias": r(4, 1)}), {"x": r(4, 3)},
-          ["MatMul", "Binary"])
-    # a bias fed at run time, and a weight fed at run time
-    check(build([matmul, add], {"x": [4, 3], "bias": [5]}, ["out"], {"w": r(3, 5)}), {"x": r(4, 3), "bias": r(5)},
-          ["MatMul", "Binary"])
-    check(build([matmul, add], {"x": [4, 3], "w": [3, 5]}, ["out"], {"bias": r(5)}),
-          {"x": r(4, 3), "w": r(3, 5)}, ["MatMul", "Binary"])
+
+
+def test_other_bias_adds_become_c_as_they_are():
+    """Adds fold_bias_add_into_matmul leaves (no vector over the columns, or fed at run time) still
+    become the MatMul's C when they broadcast onto the product (fusion_matmul.fold_add_into_matmul_bias)."""
+    matmul = helper.make_node("MatMul", ["x", "w"], ["y"])
+    add = helper.make_node("Add", ["y", "bias"], ["out"])
+    cases = [({"x": [4, 3]}, {"w": r(3, 5), "bias": r(4, 1)}, {"x": r(4, 3)}),
+             ({"x": [4, 3], "bias": [5]}, {"w": r(3, 5)}, {"x": r(4, 3), "bias": r(5)}),
+             ({"x": [4, 3], "w": [3, 5]}, {"bias": r(5)}, {"x": r(4, 3), "w": r(3, 5)})]
+    for inputs, inits, feeds in cases:
+        node = check(build([matmul, add], inputs, ["out"], inits), feeds, ["MatMul"]).nodes[0]
+        assert node.inputs == ["x", "w", "bias"]
 
 
 # ------------------------------------------------------------------------- residual Add -> Conv

@@ -23,6 +23,7 @@ from ...engine.graph import Graph, Node
 from ...engine.ops import load_ops
 from ...engine.ops.base import OPS, InferContext, TensorSpec, get_op
 from .fusion_chains import CHAIN_PASSES
+from .fusion_matmul import MATMUL_EPILOGUE_PASSES, fuse_erf_gelu
 
 log = logging.getLogger("wgnn.convert")
 
@@ -183,7 +184,13 @@ def probe_shapes(graph: Graph, base: int) -> dict[str, TensorSpec]:
         try:
             outs = op.infer(InferContext(node, attrs, in_specs, in_values))
         except Exception:
-            continue
+            # Values the shapes do not need can still fail a check at probe sizes (a Gather of
+            # positions 0..1010 from a 64-row table): the shapes without them, if they infer.
+            shape_values = [v if i in op.value_inputs else None for i, v in enumerate(in_values)]
+            try:
+                outs = op.infer(InferContext(node, attrs, in_specs, shape_values))
+            except Exception:
+                continue
         known = all(v is not None for n, v in zip(node.inputs, in_values) if n)
         if op.shape_only or (known and sum(o.size for o in outs) <= PROBE_FOLD_ELEMENTS):
             step = Step(node, op, attrs, list(node.inputs), list(node.outputs), in_specs, outs, in_values)
@@ -285,6 +292,6 @@ def fuse_activations(graph: Graph) -> None:
 
 # In order: BatchNorm folding, bias folding and the residual Add must see the bare producer, before
 # an activation is fused into it (the activation comes after bias, normalization and residual).
-FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_add_into_matmul, fold_residual_add,
-                 fuse_activations,
+FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_add_into_matmul,
+                 *MATMUL_EPILOGUE_PASSES, fold_residual_add, fuse_erf_gelu, fuse_activations,
                  *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion

@@ -1,0 +1,182 @@
+"""Fusion into MatMul's epilogue, Y = act(alpha * A @ B + beta * C), beyond a constant bias (run
+after fusion.fold_bias_add_into_matmul, before the residual and activation passes):
+
+- fold_scale_into_matmul: Div(MatMul, s) or Mul(MatMul, s), s a float32 scalar constant, scales
+  alpha and beta (attention's scores / sqrt(d)).
+- fold_add_into_matmul_bias: Add(MatMul, t) with a MatMul that has no C yet, t any tensor that
+  broadcasts onto the product without enlarging it (attention's additive mask, [B, 1, 1, S] onto
+  [B, heads, S, S]), makes t the C input.
+- fuse_erf_gelu: x * 0.5 * (1 + erf(x / sqrt(2))), spelled out in any association, becomes
+  Unary(gelu), which fusion.fuse_activations then folds into the producing MatMul or Conv.
+
+Each saves a dispatch per occurrence on the GPU: on lavapipe one costs about 50 us, and a small
+transformer block is made of such steps. A fused-away tensor has the fusing node as sole reader
+and is no graph output (the rules of fusion.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...engine.graph import Graph, Node
+from .fusion_chains import _Graph
+
+GELU_CONSTANT_TOLERANCE = 1e-4  # sqrt(2) and 0.5 as exporters write them in float32 or float64
+
+
+def _scalar_constant(g: _Graph, name: str, rank: int) -> float | None:
+    """The value of a float32 constant with one element and at most `rank` axes (so it cannot
+    enlarge a rank-`rank` tensor it is combined with), else None."""
+    value = g.constant(name)
+    if value is None or value.size != 1 or value.ndim > rank or value.dtype != np.float32:
+        return None
+    return float(value.reshape(-1)[0])
+
+
+def _bare_float_matmul(g: _Graph, name: str, reader: Node) -> Node | None:
+    """The float32 MatMul producing `name`, read only by `reader`, with no activation or
+    residual yet (the epilogue applies those after alpha and C)."""
+    matmul = g.producers.get(name)
+    if (matmul is None or matmul.op_type != "MatMul" or matmul.attrs.get("activation") or matmul.input(3)
+            or not g.only_read_by(name, [reader]) or g.dtype(name) != "float32"):
+        return None
+    return matmul
+
+
+def _replace(graph: Graph, replaced: dict[int, Node]) -> None:
+    """Each node keyed in `replaced` (by id) is replaced there by its value, whose old place in
+    the graph's order is dropped (its new inputs may be produced later)."""
+    moved = {id(node) for node in replaced.values()}
+    graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in moved]
+
+
+def fold_scale_into_matmul(graph: Graph) -> None:
+    g = _Graph(graph)
+    replaced: dict[int, Node] = {}
+    for node in graph.nodes:
+        if node.op_type != "Binary" or node.attrs.get("kind") not in ("mul", "div") or len(node.inputs) != 2:
+            continue
+        orders = [node.inputs] if node.attrs["kind"] == "div" else [node.inputs, node.inputs[::-1]]
+        for product, factor in orders:
+            shape = g.shape(product)
+            matmul = _bare_float_matmul(g, product, node) if shape is not None and id(node) not in replaced else None
+            scale = _scalar_constant(g, factor, len(shape)) if matmul is not None else None
+            if scale is None or (node.attrs["kind"] == "div" and scale == 0.0):
+                continue
+            scale = 1.0 / scale if node.attrs["kind"] == "div" else scale
+            matmul.attrs["alpha"] = float(matmul.attrs.get("alpha", 1.0)) * scale
+            matmul.attrs["beta"] = float(matmul.attrs.get("beta", 1.0)) * scale
+            matmul.outputs = [node.outputs[0], *matmul.outputs[1:]]
+            replaced[id(node)] = matmul
+            break
+    _replace(graph, replaced)
+
+
+def fold_add_into_matmul_bias(graph: Graph) -> None:
+    g = _Graph(graph)
+    replaced: dict[int, Node] = {}
+    for add in graph.nodes:
+        if add.op_type != "Binary" or add.attrs.get("kind") != "add" or len(add.inputs) != 2:
+            continue
+        for product, addend in (add.inputs, add.inputs[::-1]):
+            matmul = _bare_float_matmul(g, product, add)
+            if matmul is None or matmul.input(2) or product == addend or id(add) in replaced:
+                continue
+            out, other = g.shape(product), g.shape(addend)
+            if out is None or other is None or g.dtype(addend) != "float32" or not _broadcasts_onto(other, out):
+                continue
+            matmul.inputs = [matmul.input(0), matmul.input(1), addend]
+            matmul.attrs["beta"] = 1.0
+            matmul.outputs = [add.outputs[0], *matmul.outputs[1:]]
+            replaced[id(add)] = matmul
+            break
+    _replace(graph, replaced)
+
+
+def _broadcasts_onto(shape: tuple, target: tuple) -> bool:
+    """Whether shape broadcasts onto target without changing it (numpy rules)."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
+def fuse_erf_gelu(graph: Graph) -> None:
+    g = _Graph(graph)
+    replaced: dict[int, Node] = {}
+    removed: set[int] = set()
+    for erf in graph.nodes:
+        if erf.op_type != "Unary" or erf.attrs.get("kind") != "erf":
+            continue
+        match = _match_erf_gelu(g, erf)
+        if match is None or any(id(n) in removed or id(n) in replaced for n in match[1]):
+            continue
+        x, nodes = match
+        last = nodes[-1]
+        replaced[id(last)] = Node("Unary", [x], [last.outputs[0]], {"kind": "gelu"}, name=last.name)
+        removed.update(id(n) for n in nodes[:-1])
+    graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
+
+
+def _match_erf_gelu(g: _Graph, erf: Node) -> tuple[str, list[Node]] | None:
+    """(x, the pattern's nodes with the one whose output is gelu(x) last) when erf computes
+    erf(x / sqrt(2)) (or erf(x * (1 / sqrt(2)))) of a float32 x and its result only reaches
+    x * 0.5 * (1 + erf(...)) through an Add of 1 and at most two Muls, else None."""
+    scaled = g.producers.get(erf.inputs[0])
+    if scaled is None or scaled.op_type != "Binary" or scaled.attrs.get("kind") not in ("div", "mul"):
+        return None
+    shape = g.shape(erf.outputs[0])
+    if shape is None:
+        return None
+    rank = len(shape)  # constants with more axes would enlarge x: no GELU then
+    wanted = math.sqrt(2.0) if scaled.attrs["kind"] == "div" else 1.0 / math.sqrt(2.0)
+    orders = [scaled.inputs] if scaled.attrs["kind"] == "div" else [scaled.inputs, scaled.inputs[::-1]]
+    x = next((a for a, b in orders if _near(_scalar_constant(g, b, rank), wanted)), None)
+    if x is None or g.dtype(x) != "float32":
+        return None
+    one_plus = _sole_reader(g, erf.outputs[0], "add")
+    if one_plus is None or not _near(_scalar_constant(g, _other(one_plus, erf.outputs[0]), rank), 1.0):
+        return None
+    # Up to two Muls combine x, 0.5 and (1 + erf): whichever is multiplied first.
+    nodes, factors, tip = [scaled, erf, one_plus], [], one_plus
+    for _ in range(2):
+        mul = _sole_reader(g, tip.outputs[0], "mul")
+        if mul is None:
+            return None
+        nodes.append(mul)
+        factor = _other(mul, tip.outputs[0])
+        inner = g.producers.get(factor)
+        if (inner is not None and inner.op_type == "Binary" and inner.attrs.get("kind") == "mul"
+                and g.only_read_by(factor, [mul]) and not factors):  # (x * 0.5) * (1 + erf)
+            factors += list(inner.inputs)
+            nodes.insert(-1, inner)
+            break
+        factors.append(factor)
+        tip = mul
+        if len(factors) == 2:
+            break
+    halves = [f for f in factors if _near(_scalar_constant(g, f, rank), 0.5)]
+    if sorted(factors) != sorted([x, *halves]) or len(halves) != 1:
+        return None
+    if not (g.only_read_by(scaled.outputs[0], [erf]) and all(g.only_read_by(n.outputs[0], nodes) for n in nodes[1:-1])):
+        return None
+    return x, nodes
+
+
+def _sole_reader(g: _Graph, name: str, kind: str) -> Node | None:
+    readers = g.readers.get(name, [])
+    if len(readers) != 1 or name in g.observed:
+        return None
+    node = readers[0]
+    return node if node.op_type == "Binary" and node.attrs.get("kind") == kind and len(node.inputs) == 2 else None
+
+
+def _other(node: Node, name: str) -> str:
+    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+
+def _near(value: float | None, wanted: float) -> bool:
+    return value is not None and abs(value - wanted) <= GELU_CONSTANT_TOLERANCE * abs(wanted)
+
+
+MATMUL_EPILOGUE_PASSES = (fold_scale_into_matmul, fold_add_into_matmul_bias)
