@@ -42,12 +42,14 @@ WORKGROUP_CANDIDATES = (8, 16, 32, 64, 128, 256)
 # or barriers, so any WG gives the same results. Kernels outside this set always get the WG their
 # caller passes (matmul tiles, the RNN recurrence and the image kernel depend on it).
 TUNABLE_KERNELS = frozenset({
-    "conv/conv_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
+    "conv/conv_nc4hw4.wgsl", "conv/conv4_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
     "conv/depthwise3x3_nc4hw4.wgsl", "conv/depthwise3x3s2_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl",
-    "conv/winograd2_input.wgsl",
+    "conv/conv_transpose_nc4hw4.wgsl", "conv/winograd2_input.wgsl",
     "conv/winograd2_output.wgsl", "conv/winograd4_input.wgsl", "conv/winograd4_output.wgsl",
-    "conv/winograd_gemm.wgsl", "pool/pool_nc4hw4.wgsl", "elementwise/binary_nc4hw4.wgsl",
-    "elementwise/unary_nc4hw4.wgsl",
+    "conv/winograd_gemm.wgsl", "pool/pool_nc4hw4.wgsl", "pool/global_pool_nc4hw4.wgsl", "pool/max_pool_indices.wgsl",
+    "elementwise/binary_nc4hw4.wgsl", "elementwise/unary_nc4hw4.wgsl", "fused/fused_nc4hw4.wgsl",
+    "layout/to_linear.wgsl", "layout/to_nc4hw4.wgsl", "norm/batch_norm_nc4hw4.wgsl",
+    "quant/fake_quantize_nc4hw4.wgsl", "raster/boxes_nc4hw4.wgsl", "resize/resize_nc4hw4.wgsl",
 })
 PROBE_ROUNDS = 9  # alternating runs of the providers probe (median of each)
 PROBE_WARMUP = 2
