@@ -1,7 +1,9 @@
-"""MatMul family on numpy: numpy.matmul (BLAS), then alpha, bias and the fused activation.
+"""MatMul family on numpy: numpy.matmul (BLAS), then alpha, bias, the fused residual and the fused
+activation.
 
-alpha and the bias are applied in place on matmul's fresh result (shape inference guarantees the
-bias broadcasts onto Y without enlarging it), which saves a temporary per step on small models."""
+alpha, the bias and the residual are applied in place on matmul's fresh result (shape inference
+guarantees the bias broadcasts onto Y without enlarging it and the residual has Y's shape), which
+saves a temporary per step on small models."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +13,7 @@ from .kernel import numpy_kernel
 
 
 @numpy_kernel("MatMul")
-def matmul(ex, a, b, c=None):
+def matmul(ex, a, b, c=None, r=None):
     attrs = ex.attrs
     if attrs["trans_a"] and a.ndim >= 2:
         a = np.swapaxes(a, -1, -2)
@@ -27,6 +29,8 @@ def matmul(ex, a, b, c=None):
             y += c
         else:
             y += c * c.dtype.type(attrs["beta"])
+    if r is not None:  # of Y's shape (shape inference checks it), before the activation
+        y += r
     if attrs["activation"]:
         with np.errstate(all="ignore"):
             y = apply_unary(attrs["activation"], y, attrs["activation_alpha"], attrs["activation_beta"])

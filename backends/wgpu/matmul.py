@@ -1,8 +1,10 @@
-"""MatMul family on the GPU: Y = act(alpha * op(A) @ op(B) + beta * C) in one dispatch.
+"""MatMul family on the GPU: Y = act(alpha * op(A) @ op(B) + beta * C + R) in one dispatch.
 
 Everything shape-dependent becomes strides in the params block: transposes swap the row/k
 strides, a 1-D operand is a matrix with one row (A) or one column (B) of stride 0, broadcast
-batch axes have stride 0, and the bias C gets its broadcast strides over (batch..., M, N).
+batch axes have stride 0, and the bias C gets its broadcast strides over (batch..., M, N). The
+fused residual R (input 3) has Y's shape and Y is contiguous (batch..., M, N), so R is read at
+Y's own index and needs no strides; without R, A is bound in its place and a flag says so.
 
 Three kernel variants, chosen per adapter (WGNN_MATMUL_VARIANT overrides, for benchmarks/tests):
 - "subgroup" (CPU adapters with the subgroup feature, e.g. lavapipe): 8x8 outputs per invocation,
@@ -37,6 +39,7 @@ KERNELS = {"blocked": "matmul/matmul_blocked.wgsl", "subgroup": "matmul/matmul_s
            "tiled": "matmul/matmul_tiled.wgsl"}
 VARIANT_ENV = "WGNN_MATMUL_VARIANT"
 _STAND_IN = np.zeros(4, np.float32)  # bound as the vec4 view of B when B is not read as vec4
+RESIDUAL_SLOT = 35  # params slot of the has-residual flag, in every variant (kernels_wgsl/matmul)
 
 
 class MatMulLayout:
@@ -213,8 +216,8 @@ class MatMulGpu(GpuExecution):
             layout = MatMulLayout(step)
             params = self._params(layout, TILE)
             blocks = layout.batch_count * params[4] * params[5]
-            self.dispatch(KERNELS[variant], [step.inputs[0], step.inputs[1], self._c(layout), step.outputs[0]],
-                          params, blocks * 64, text=self._text())
+            tensors = [step.inputs[0], step.inputs[1], self._c(layout), self._residual(), step.outputs[0]]
+            self.dispatch(KERNELS[variant], tensors, self._with_residual(params), blocks * 64, text=self._text())
             return
         values = step.input_values or []
         if len(values) > 1 and values[1] is not None:  # weights: repacked once, read as vec4
@@ -228,8 +231,8 @@ class MatMulGpu(GpuExecution):
         params = self._params(layout, BLOCK)
         params += [STRIP, int(b_vec == b)]
         blocks = layout.batch_count * params[4] * params[5]
-        self.dispatch(KERNELS[variant], [step.inputs[0], b, b_vec, self._c(layout), step.outputs[0]], params,
-                      blocks, text=self._text())
+        tensors = [step.inputs[0], b, b_vec, self._c(layout), self._residual(), step.outputs[0]]
+        self.dispatch(KERNELS[variant], tensors, self._with_residual(params), blocks, text=self._text())
 
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
         """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""
@@ -256,6 +259,17 @@ class MatMulGpu(GpuExecution):
     def _c(self, layout: MatMulLayout) -> str:
         # Without C the kernel never reads its binding; A stands in so the layout stays the same.
         return self.step.inputs[2] if layout.has_c else self.step.inputs[0]
+
+    def _residual(self) -> str:
+        # As for C: without a residual A stands in, never read (the flag at RESIDUAL_SLOT is 0).
+        return self.step.inputs[3] if len(self.step.inputs) > 3 and self.step.inputs[3] else self.step.inputs[0]
+
+    def _with_residual(self, params: list) -> list:
+        """params padded to RESIDUAL_SLOT (the tiled kernel leaves 33, 34 unused), then the flag."""
+        if len(params) > RESIDUAL_SLOT:
+            raise RuntimeError(f"MatMul params slot {RESIDUAL_SLOT} (has residual) is taken")
+        has_residual = len(self.step.inputs) > 3 and bool(self.step.inputs[3])
+        return params + [0] * (RESIDUAL_SLOT - len(params)) + [int(has_residual)]
 
     def _text(self) -> dict[str, str]:
         t = wgsl_type(self.step.output_specs[0].dtype)

@@ -1,9 +1,12 @@
 """MatMul family: one "MatMul" op for ONNX MatMul and Gemm.
 
-    Y = activation(alpha * op(A) @ op(B) + beta * C)
+    Y = activation(alpha * op(A) @ op(B) + beta * C + R)
 
 op() swaps the last two axes when trans_a / trans_b is set; A and B follow numpy.matmul (1-D
 operands, broadcast batch axes); the optional bias C broadcasts onto Y without enlarging it.
+The optional fourth input R is a residual of exactly Y's shape and type (no broadcasting, as
+Conv's), put there by the converter's residual-Add fusion (tools/convert/fusion.py): it is added
+unscaled, after the bias and before the activation.
 """
 from __future__ import annotations
 
@@ -54,8 +57,12 @@ class MatMul(OpDef):
                 raise ctx.fail(f"bias type {ctx.dtype(2)} differs from operand type {ctx.dtype(0)}")
             if broadcast_shapes(ctx, out, ctx.shape(2)) != out:
                 raise ctx.fail(f"bias of shape {ctx.shape(2)} does not broadcast to the output {out}")
+        # The kernels add the residual element by element at the output's own index.
+        if ctx.has(3) and (tuple(ctx.shape(3)) != out or ctx.dtype(3) != ctx.dtype(0)):
+            raise ctx.fail(f"residual must be {ctx.dtype(0)} of the output's shape {list(out)}, got "
+                           f"{ctx.dtype(3)} {list(ctx.shape(3))}")
         return [TensorSpec(out, ctx.dtype(0))]
 
     def flops(self, ctx, outputs) -> int:
         _, k = matmul_shape(ctx)
-        return 2 * outputs[0].size * k
+        return 2 * outputs[0].size * k + (outputs[0].size if ctx.has(3) else 0)

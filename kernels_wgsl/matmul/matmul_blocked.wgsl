@@ -1,31 +1,34 @@
-// Y = act(alpha * op(A) @ op(B) + beta * C), register-blocked for software adapters: each
+// Y = act(alpha * op(A) @ op(B) + beta * C + R), register-blocked for software adapters: each
 // invocation computes an 8x8 block of Y, loading 8 scalars of A and 8 of B (two vec4 loads where
 // B allows) per 64 multiply-adds. On llvmpipe every buffer load is a per-lane loop, so loads per
 // multiply-add decide the speed; real GPUs get matmul_tiled.wgsl, adapters with subgroups on the
 // CPU matmul_subgroup.wgsl.
 // Transposes and 1-D operands are strides (backends/wgpu/matmul.py); edge blocks clamp their load
-// indices and skip out-of-range stores. K = 0 leaves beta * C. No branch inside a K loop: llvmpipe
+// indices and skip out-of-range stores. K = 0 leaves beta * C + R. No branch inside a K loop: llvmpipe
 // runs both sides of a branch (masked), so choices are made once, around whole loops.
 // params: 0 M, 1 N, 2 K, 3 batch count, 4 row blocks, 5 column blocks, 6 alpha, 7 beta,
 // 8..11 batch shape (right-aligned), 12.. A, 16.. B, 20.. C batch strides (0 on broadcast),
 // 24 A row stride, 25 A k stride, 26 B k stride, 27 B column stride, 28 C row stride,
 // 29 C column stride, 30 has C (without it A is bound in its place and never read),
 // 31 activation alpha, 32 activation beta, 33 strip width (blocks), 34 B as vec4 (column stride 1,
-// k and batch strides multiples of 4: binding 2 views B as vec4; otherwise a 16-byte stand-in).
+// k and batch strides multiples of 4: binding 2 views B as vec4; otherwise a 16-byte stand-in),
+// 35 has the residual R (binding 4; of Y's shape, so read at Y's index; without it A is bound in
+// its place and never read).
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> bv: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(5) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> res: array<{{T}}>;
+@group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(6) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: {{T}}, alpha: {{T}}, beta: {{T}}) -> {{T}} {
     return {{ACT}};
 }
 
-// Epilogue of 4 columns of one row: scale, bias, activation; rows past M and columns past N are
-// not stored.
+// Epilogue of 4 columns of one row: scale, bias, residual, activation; rows past M and columns
+// past N are not stored.
 fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
     let n_size = p(1u);
     if (m >= p(0u)) {
@@ -40,7 +43,11 @@ fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += {{READ}}(7u) * c[co + m * p(28u) + n * p(29u)];
         }
-        y[out_base + m * n_size + n] = act(v, {{READ}}(31u), {{READ}}(32u));
+        let o = out_base + m * n_size + n;
+        if (p(35u) != 0) {  // the residual has Y's contiguous shape: Y's own index
+            v += res[o];
+        }
+        y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
     }
 }
 

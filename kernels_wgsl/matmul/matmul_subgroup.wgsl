@@ -1,4 +1,4 @@
-// Y = act(alpha * op(A) @ op(B) + beta * C) as matmul_blocked.wgsl (8x8 outputs per invocation,
+// Y = act(alpha * op(A) @ op(B) + beta * C + R) as matmul_blocked.wgsl (8x8 outputs per invocation,
 // same params and bindings), with the loads of A shared through subgroup shuffles: the 8 lanes of
 // a SIMD row work on the same rows of A, so each lane loads one row's element and takes the other
 // seven from its neighbours. On llvmpipe a load is a per-lane loop and a shuffle a few register
@@ -7,21 +7,22 @@
 // (the strip order gives that, except in a narrow last strip or where a batch starts mid-group);
 // each subgroup checks this and otherwise loads as matmul_blocked.wgsl does, so any subgroup size
 // or lane order gives correct results.
-// params: as matmul_blocked.wgsl (slots 0..34).
+// params: as matmul_blocked.wgsl (slots 0..35).
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> bv: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(5) var<uniform> params: Params;
+@group(0) @binding(4) var<storage, read_write> res: array<{{T}}>;
+@group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(6) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 fn act(v: {{T}}, alpha: {{T}}, beta: {{T}}) -> {{T}} {
     return {{ACT}};
 }
 
-// Epilogue of 4 columns of one row: scale, bias, activation; rows past M and columns past N are
-// not stored.
+// Epilogue of 4 columns of one row: scale, bias, residual, activation; rows past M and columns
+// past N are not stored.
 fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
     let n_size = p(1u);
     if (m >= p(0u)) {
@@ -36,7 +37,11 @@ fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += {{READ}}(7u) * c[co + m * p(28u) + n * p(29u)];
         }
-        y[out_base + m * n_size + n] = act(v, {{READ}}(31u), {{READ}}(32u));
+        let o = out_base + m * n_size + n;
+        if (p(35u) != 0) {  // the residual has Y's contiguous shape: Y's own index
+            v += res[o];
+        }
+        y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
     }
 }
 

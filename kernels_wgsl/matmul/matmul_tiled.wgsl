@@ -1,13 +1,15 @@
-// Y = act(alpha * op(A) @ op(B) + beta * C), workgroup-memory tiled for real GPUs: a workgroup
+// Y = act(alpha * op(A) @ op(B) + beta * C + R), workgroup-memory tiled for real GPUs: a workgroup
 // of 64 invocations (WG must be 64) computes a 32x32 tile of Y, 4x4 outputs per invocation,
 // staging 32x16 slices of A and B in workgroup memory (zero outside M, N, K) so each element is
 // read from the buffer once per tile instead of once per output.
-// params: as matmul_blocked.wgsl (slots 0..32); 4, 5 count 32-wide tiles.
+// params: as matmul_blocked.wgsl (slots 0..32 and 35, the residual R; 33, 34 unused); 4, 5 count
+// 32-wide tiles.
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(4) var<uniform> params: Params;
+@group(0) @binding(3) var<storage, read_write> res: array<{{T}}>;
+@group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
+@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
 const KT = 16;
@@ -36,7 +38,11 @@ fn store_row(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += beta * c[co + m * p(28u) + n * p(29u)];
         }
-        y[out_base + m * n_size + n] = act(v, {{READ}}(31u), {{READ}}(32u));
+        let o = out_base + m * n_size + n;
+        if (p(35u) != 0) {  // the residual has Y's contiguous shape: Y's own index
+            v += res[o];
+        }
+        y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
     }
 }
 

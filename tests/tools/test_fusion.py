@@ -273,3 +273,108 @@ def test_activation_fused_into_every_host_on_every_backend(op, attrs, opset, hos
     model = build(nodes, {"x": list(x.shape)}, ["z"], {"w": w}, opset=opset)
     assert [n.op_type for n in wgnn.convert(model).graph.nodes] == [host]
     check_model(model, {"x": x}, reference="ort", rtol=1e-4, atol=1e-4)  # numpy and every GPU adapter
+
+
+# ----------------------------------------------------------------------- residual Add -> MatMul
+def _linear_residual(x_shape, k: int, n: int, r_shape, *, swap=False, gemm=False, relu=False, extra_outputs=()):
+    """x @ w + bias (MatMul + Add, or Gemm with C), then Add with the graph input r [then Relu]."""
+    if gemm:
+        nodes = [helper.make_node("Gemm", ["x", "w", "bias"], ["z"], transB=1, alpha=0.5, beta=2.0)]
+        inits = {"w": r(n, k), "bias": r(n)}
+    else:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "bias"], ["z"])]
+        inits = {"w": r(k, n), "bias": r(n)}
+    nodes.append(helper.make_node("Add", ["r", "z"] if swap else ["z", "r"], ["s"]))
+    if relu:
+        nodes.append(helper.make_node("Relu", ["s"], ["out"]))
+    return build(nodes, {"x": x_shape, "r": r_shape}, ["out" if relu else "s", *extra_outputs], inits)
+
+
+def _concrete(shape, sizes):
+    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize(("x_shape", "n"), [
+    (["B", "S", 6], 7),  # batch > 1 at run time, N = 7: not a multiple of 4 or 8
+    ([2, 5, 6], 13),
+    ([6], 5),  # 1-D x: the output (and so r) is (N,)
+])
+def test_residual_add_folds_into_matmul_with_bias(x_shape, n, swap):
+    """The transformer pattern: the bias already folded into C, then the residual becomes input 3
+    (C stays as it is), and a following Relu applies after the residual."""
+    from helpers import check_model
+
+    out_shape = x_shape[:-1] + [n]
+    model = _linear_residual(x_shape, 6, n, out_shape, swap=swap, relu=True)
+    sizes = {"B": 3, "S": 5}
+    feeds = {"x": r(*_concrete(x_shape, sizes)), "r": r(*_concrete(out_shape, sizes))}
+    node = check(model, feeds, ["MatMul"]).nodes[0]
+    assert node.inputs[:2] == ["x", "w"] and node.inputs[2] and node.inputs[3] == "r"
+    assert node.attrs["activation"] == "relu" and node.outputs == ["out"]
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)  # numpy and every GPU adapter, no fallback
+
+
+def test_residual_add_folds_into_gemm_keeping_alpha_beta_and_c():
+    from helpers import check_model
+
+    model = _linear_residual([4, 9], 9, 11, [4, 11], gemm=True)
+    feeds = {"x": r(4, 9), "r": r(4, 11)}
+    node = check(model, feeds, ["MatMul"]).nodes[0]
+    assert node.inputs == ["x", "w", "bias", "r"]
+    assert node.attrs["alpha"] == 0.5 and node.attrs["beta"] == 2.0 and node.attrs["trans_b"] == 1
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+def test_residual_add_into_matmul_without_c_takes_input_3():
+    """Without a C the converter makes a full-shape addend the bias (fusion_matmul); the residual
+    pass run on its own leaves C absent ("") and takes r as input 3."""
+    from wgnn.engine.graph import Graph, Model, Node, TensorInfo
+    from wgnn.tools.convert.fusion import fold_residual_add
+
+    nodes = [Node("MatMul", ["a", "b"], ["y"], {"trans_b": 1}, name="mm"),
+             Node("Binary", ["res", "y"], ["s"], {"kind": "add"}, name="add")]
+    inputs = [TensorInfo("a", "float32", ("B", 4, 5)), TensorInfo("res", "float32", ("B", 4, 3))]
+    graph = Graph(nodes=nodes, inputs=inputs, outputs=[TensorInfo("s", "float32")], initializers={"b": r(3, 5)})
+    fold_residual_add(graph)
+    assert [(n.op_type, n.inputs, n.outputs) for n in graph.nodes] == [("MatMul", ["a", "b", "", "res"], ["s"])]
+    a, res = r(2, 4, 5), r(2, 4, 3)
+    got = wgnn.InferenceSession(Model(graph), providers=["numpy"]).run(None, {"a": a, "res": res})[0]
+    np.testing.assert_allclose(got, a @ graph.initializers["b"].T + res, rtol=1e-5, atol=1e-6)
+    # the whole converter: one MatMul either way
+    model = build([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "r"], ["s"])],
+                  {"x": [2, 4, 5], "r": [2, 4, 3]}, ["s"], {"w": r(5, 3)})
+    check(model, {"x": r(2, 4, 5), "r": r(2, 4, 3)}, ["MatMul"])
+
+
+def test_residual_add_moves_the_matmul_after_the_residual_producer():
+    """r computed after the MatMul in the node order: the fused MatMul takes the Add's place."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "bias"], ["z"]),
+             helper.make_node("MatMul", ["x", "w2"], ["other"]), helper.make_node("Sigmoid", ["other"], ["sig"]),
+             helper.make_node("Add", ["z", "sig"], ["s"])]
+    model = build(nodes, {"x": [3, 2, 6]}, ["s"], {"w": r(6, 7), "bias": r(7), "w2": r(6, 7)})
+    graph = check(model, {"x": r(3, 2, 6)}, ["MatMul", "MatMul"])
+    first, last = graph.nodes
+    assert first.attrs["activation"] == "sigmoid" and last.inputs[3] == first.outputs[0] and last.outputs == ["s"]
+
+
+def test_residual_add_not_folded_into_matmul():
+    x, sizes = r(2, 5, 6), {"B": 2, "S": 5, "T": 5}
+    # r broadcasts onto the output (along the batch, or along the rows), or its rows are another
+    # symbolic dim (equal at run time here, but not provably), or its shape is unknown
+    for r_shape in ([1, 5, 7], [2, 1, 7], [5, 7], ["B", "T", 7], None):
+        model = _linear_residual(["B", "S", 6], 6, 7, r_shape)
+        feed = r(*_concrete(r_shape, sizes)) if r_shape is not None else r(2, 5, 7)
+        check(model, {"x": x, "r": feed}, ["MatMul", "Binary"])
+    # the MatMul's output has a second reader: a graph output, or another node
+    model = _linear_residual([2, 5, 6], 6, 7, [2, 5, 7], extra_outputs=("z",))
+    check(model, {"x": x, "r": r(2, 5, 7)}, ["MatMul", "Binary"])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "bias"], ["z"]),
+             helper.make_node("Add", ["z", "r"], ["s"]), helper.make_node("MatMul", ["z", "w2"], ["t"])]
+    model = build(nodes, {"x": [2, 5, 6], "r": [2, 5, 7]}, ["s", "t"], {"w": r(6, 7), "bias": r(7), "w2": r(7, 3)})
+    check(model, {"x": x, "r": r(2, 5, 7)}, ["MatMul", "Binary", "MatMul"])
+    # an activation between MatMul and Add (it fuses into the MatMul; the Add stays)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "bias"], ["z"]),
+             helper.make_node("Tanh", ["z"], ["tz"]), helper.make_node("Add", ["tz", "r"], ["s"])]
+    model = build(nodes, {"x": [2, 5, 6], "r": [2, 5, 7]}, ["s"], {"w": r(6, 7), "bias": r(7)})
+    check(model, {"x": x, "r": r(2, 5, 7)}, ["MatMul", "Binary"])

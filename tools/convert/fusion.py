@@ -3,9 +3,9 @@
 - fold_batchnorm_into_conv: Conv -> BatchNorm with constant parameters becomes one Conv with
   rescaled weights and a new bias.
 - fold_bias_add_into_matmul: MatMul -> Add(constant vector) becomes MatMul with a bias input.
-- fold_residual_add: Add(Conv(x), r), r of the conv output's shape, becomes Conv(x, w, b, r): the
-  residual is added in the conv's epilogue (before a fused activation, so a following Relu fuses
-  next, giving act(conv + bias + r)).
+- fold_residual_add: Add(Conv(x), r) / Add(MatMul(a, b), r), r of the output's exact shape, becomes
+  Conv(x, w, b, r) / MatMul(a, b, c, r): the residual is added in the epilogue (before a fused
+  activation, so a following Relu fuses next, giving act(conv + bias + r)).
 - fuse_activations: Conv / ConvTranspose / MatMul -> Unary(relu, clip, ...) becomes the producer
   with a fused `activation` attribute (applied in its epilogue, after the bias).
 
@@ -245,20 +245,21 @@ def _zero_spatial_pads(graph: Graph, pad: Node, rank: int) -> list[tuple[int, in
 
 
 def fold_residual_add(graph: Graph) -> None:
-    """Add(Conv(x, w, b), r) -> Conv(x, w, b, r) where r has the conv output's shape and dtype under
-    every probe binding of the symbolic dims (no broadcasting: the kernels add element by element)
-    and the Conv has no activation yet. The Conv moves to the Add's place in the node order, after
-    r's producer."""
+    """Add(Conv(x, w, b), r) -> Conv(x, w, b, r) and Add(MatMul(a, b, c), r) -> MatMul(a, b, c, r)
+    where r has the host output's shape and dtype under every probe binding of the symbolic dims
+    (no broadcasting: the kernels add element by element at the output's index) and the host has
+    no activation and no residual yet. A MatMul keeps its bias C (absent stays absent: "" at index
+    2). The host moves to the Add's place in the node order, after r's producer."""
     rw = _Rewriter(graph)
     probes = None
-    moved: dict[int, Node] = {}  # id(Add) -> the Conv that replaces it
+    moved: dict[int, Node] = {}  # id(Add) -> the host that replaces it
     for add in graph.nodes:
         if add.op_type != "Binary" or add.attrs.get("kind") != "add" or len(add.inputs) != 2:
             continue
-        for conv_index in (0, 1):
-            name, other = add.inputs[conv_index], add.inputs[1 - conv_index]
-            conv = rw.producer(name, ("Conv",))
-            if (conv is None or conv.attrs.get("activation") or conv.input(3) or other == name
+        for host_index in (0, 1):
+            name, other = add.inputs[host_index], add.inputs[1 - host_index]
+            host = rw.producer(name, ("Conv", "MatMul"))  # both take the residual as input 3
+            if (host is None or host.attrs.get("activation") or host.input(3) or other == name
                     or not rw.sole_reader(name, add)):
                 continue
             if probes is None:
@@ -266,13 +267,13 @@ def fold_residual_add(graph: Graph) -> None:
             pairs = [(p.get(name), p.get(other)) for p in probes]
             if not all(a is not None and a == b for a, b in pairs):
                 continue
-            conv.inputs = [conv.input(0), conv.input(1), conv.input(2), other]
-            rw.absorb(conv, add)
-            moved[id(add)] = conv
+            host.inputs = [host.input(0), host.input(1), host.input(2), other]
+            rw.absorb(host, add)
+            moved[id(add)] = host
             break
     if moved:
-        convs = {id(conv) for conv in moved.values()}
-        graph.nodes = [moved.get(id(n), n) for n in graph.nodes if id(n) not in convs]
+        hosts = {id(host) for host in moved.values()}
+        graph.nodes = [moved.get(id(n), n) for n in graph.nodes if id(n) not in hosts]
     rw.finish("fold_residual_add")
 
 
