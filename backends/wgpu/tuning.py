@@ -38,8 +38,8 @@ CACHE_FORMAT = 1
 DEFAULT_WORKGROUP = 64  # backend.WORKGROUP (not imported: backend.py imports this module)
 WORKGROUP_CANDIDATES = (8, 16, 32, 64, 128, 256)
 # Kernels whose WG only says how many invocations share a workgroup: every invocation finds its work
-# from linear_id(gid, nwg, WG), returns past the count in params slot 0, and uses no workgroup memory
-# or barriers, so any WG gives the same results. Kernels outside this set always get the WG their
+# from linear_id(gid, nwg, WG), skips what lies past the count in params slot 0, and uses no
+# workgroup memory or barriers, so any WG gives the same results. Kernels outside this set always get the WG their
 # caller passes (matmul tiles, the RNN recurrence and the image kernel depend on it).
 TUNABLE_KERNELS = frozenset({
     "conv/conv_nc4hw4.wgsl", "conv/conv4_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
@@ -50,6 +50,8 @@ TUNABLE_KERNELS = frozenset({
     "elementwise/binary_nc4hw4.wgsl", "elementwise/unary_nc4hw4.wgsl", "fused/fused_nc4hw4.wgsl",
     "layout/to_linear.wgsl", "layout/to_nc4hw4.wgsl", "norm/batch_norm_nc4hw4.wgsl",
     "quant/fake_quantize_nc4hw4.wgsl", "raster/boxes_nc4hw4.wgsl", "resize/resize_nc4hw4.wgsl",
+    "elementwise/binary.wgsl", "elementwise/unary.wgsl", "elementwise/cast.wgsl", "fused/fused.wgsl",
+    "movement/gather.wgsl", "norm/layer_norm.wgsl", "softmax/softmax.wgsl",
 })
 PROBE_ROUNDS = 9  # alternating runs of the providers probe (median of each)
 PROBE_WARMUP = 2

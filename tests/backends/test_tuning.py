@@ -99,12 +99,15 @@ def test_unreadable_cache_is_ignored_with_a_warning(caplog):
 
 def test_tunable_kernels_do_not_depend_on_their_workgroup_size():
     """A tuned WG must not change results: each tunable kernel finds its work from linear_id(gid,
-    nwg, WG), returns past the count in params slot 0, and shares nothing within a workgroup."""
+    nwg, WG), bounds it by the count in params slot 0 (a return past it, or a per-element check
+    against it), and shares nothing within a workgroup."""
     assert tuning.DEFAULT_WORKGROUP == backend_module.WORKGROUP
     for path in sorted(tuning.TUNABLE_KERNELS):
         source = kernel_source(path)
         assert "@workgroup_size(WG)" in source and "linear_id(gid, nwg, WG)" in source, path
-        assert re.search(r">= p\(0u\)\)\s*\{\s*return;", source), path
+        returns = re.search(r">= u?32\(p\(0u\)\)\)\s*\{\s*return;|>= pu?\(0u\)\)\s*\{\s*return;", source)
+        per_element = re.search(r"let n = u32\(p\(0u\)\);", source) and re.search(r"\bi (<|>=) n\b", source)
+        assert returns or per_element, path
         for shared in ("var<workgroup>", "workgroupBarrier", "local_invocation", "workgroup_id", "subgroup"):
             assert shared not in source, (path, shared)
 
