@@ -38,9 +38,9 @@ CACHE_FORMAT = 1
 DEFAULT_WORKGROUP = 64  # backend.WORKGROUP (not imported: backend.py imports this module)
 WORKGROUP_CANDIDATES = (8, 16, 32, 64, 128, 256)
 # Kernels whose WG only says how many invocations share a workgroup: every invocation finds its work
-# from linear_id(gid, nwg, WG), skips what lies past the count in params slot 0, and uses no
-# workgroup memory or barriers, so any WG gives the same results. Kernels outside this set always get the WG their
-# caller passes (matmul tiles, the RNN recurrence and the image kernel depend on it).
+# from linear_id(gid, nwg, WG), skips what lies past the count in params, and uses no workgroup
+# memory or barriers, so any WG gives the same results. Kernels outside this set always get the WG
+# their caller passes (matmul tiles, the RNN recurrence and the image kernel depend on it).
 TUNABLE_KERNELS = frozenset({
     "conv/conv_nc4hw4.wgsl", "conv/conv4_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
     "conv/depthwise3x3_nc4hw4.wgsl", "conv/depthwise3x3s2_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl",
@@ -52,6 +52,9 @@ TUNABLE_KERNELS = frozenset({
     "quant/fake_quantize_nc4hw4.wgsl", "raster/boxes_nc4hw4.wgsl", "resize/resize_nc4hw4.wgsl",
     "elementwise/binary.wgsl", "elementwise/unary.wgsl", "elementwise/cast.wgsl", "fused/fused.wgsl",
     "movement/gather.wgsl", "norm/layer_norm.wgsl", "softmax/softmax.wgsl",
+    # The register-blocked MatMuls share nothing; the subgroup one checks that its subgroup holds
+    # the rows it shares and else loads alone, so any WG is right (matmul_tiled's tiles need 64).
+    "matmul/matmul_blocked.wgsl", "matmul/matmul_subgroup.wgsl",
 })
 PROBE_ROUNDS = 9  # alternating runs of the providers probe (median of each)
 PROBE_WARMUP = 2
