@@ -1,0 +1,62 @@
+"""A run's outputs come back through one mappable staging buffer, copied to in the run's own
+submission (backends/wgpu/backend.py _stage / _read_staged): outputs of every layout and type,
+texture-stored ones (read on their own), empty ones, the index status next to them, and the
+buffer grown when a resize makes the outputs larger."""
+import numpy as np
+import pytest
+from helpers import gpu_adapters
+from onnx import TensorProto, helper, numpy_helper
+
+import wgnn
+
+ADAPTERS = [a["index"] for a in gpu_adapters()]
+pytestmark = pytest.mark.skipif(not ADAPTERS, reason="no GPU adapter (install mesa-vulkan-drivers)")
+rng = np.random.default_rng(5)
+
+
+def model():
+    """Outputs: an NC4HW4 conv result (5 channels), a linear float32 reduction, an int64 ArgMax,
+    an empty Slice and a Gather whose indices are checked on the GPU."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["conv"], pads=[1, 1, 1, 1]),
+             helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("ArgMax", ["x"], ["argmax"], axis=1),
+             helper.make_node("Slice", ["x", "zero", "zero", "two"], ["empty"]),
+             helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"]),
+              helper.make_tensor_value_info("ids", TensorProto.INT64, ["K"])]
+    outputs = [helper.make_tensor_value_info(n, t, None) for n, t in
+               [("conv", TensorProto.FLOAT), ("total", TensorProto.FLOAT), ("argmax", TensorProto.INT64),
+                ("empty", TensorProto.FLOAT), ("rows", TensorProto.FLOAT)]]
+    inits = [numpy_helper.from_array(rng.standard_normal((5, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.zeros(1, np.int64), "zero"),
+             numpy_helper.from_array(np.full(1, 2, np.int64), "two"),
+             numpy_helper.from_array(rng.standard_normal((6, 4)).astype(np.float32), "table")]
+    graph = helper.make_graph(nodes, "readback", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def feeds(n, size, ids):
+    return {"x": rng.standard_normal((n, 3, size, size + 1)).astype(np.float32), "ids": np.array(ids, np.int64)}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("storage", ["buffer", "texture"])
+def test_outputs_of_every_kind_come_back_through_one_staging_buffer(adapter, storage):
+    onnx_model = model()
+    gpu = wgnn.InferenceSession(onnx_model, config=wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter,
+                                                                storage=storage))
+    cpu = wgnn.InferenceSession(onnx_model, providers=["numpy"])
+    backend = gpu.session.backends[0]
+    sizes = []
+    for n, size, ids in [(1, 4, [0, 5]), (1, 4, [-6, 2, 3]), (2, 9, [1]), (1, 3, [2])]:
+        x = feeds(n, size, ids)
+        for got, want in zip(gpu.run(None, x), cpu.run(None, x), strict=True):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        sizes.append(backend._staging.size)
+    assert sizes[0] == sizes[1] and sizes[2] > sizes[1] and sizes[3] == sizes[2]  # grown once, then kept
+    reads = backend.status_reads
+    with pytest.raises(wgnn.InputError, match=r"rows|Gather"):
+        gpu.run(None, feeds(1, 4, [0, 6]))
+    assert backend.status_reads == reads + 1
+    np.testing.assert_allclose(gpu.run(None, feeds(1, 4, [1]))[4], cpu.run(None, feeds(1, 4, [1]))[4])
