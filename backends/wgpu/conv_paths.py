@@ -76,6 +76,7 @@ class CostWeights:
     store_ns: float  # one vec4 store
     fma_ns: float  # one vec4 FMA (a 4x4 matrix x vec4 is 4)
     workers: int = 1
+    workgroup: int = 64  # invocations per workgroup (tuning.preferred_workgroup): a worker runs whole ones
 
 
 # lavapipe / llvmpipe (CPU adapters): a least-squares fit of 53 kernel timings (process CPU time of
@@ -89,9 +90,11 @@ GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, 
 
 
 def adapter_weights(context) -> CostWeights:
+    from .tuning import preferred_workgroup
+
     if context.info.adapter_type != "CPU":
         return GPU_WEIGHTS
-    return replace(CPU_WEIGHTS, workers=max(1, os.cpu_count() or 1))
+    return replace(CPU_WEIGHTS, workers=max(1, os.cpu_count() or 1), workgroup=preferred_workgroup(context))
 
 
 @dataclass
@@ -224,9 +227,7 @@ def cheapest(variants: dict[str, KernelCost], weights: CostWeights) -> str:
 def estimate_us(kernels: list[KernelCost], weights: CostWeights) -> float:
     """Dispatch overheads plus each kernel's work spread over the workers its workgroups can keep
     busy (a small conv's few workgroups leave cores idle)."""
-    from .backend import WORKGROUP
-
-    busy = [max(1, min(weights.workers, ceil_div(k.invocations, WORKGROUP))) for k in kernels]
+    busy = [max(1, min(weights.workers, ceil_div(k.invocations, weights.workgroup))) for k in kernels]
     return sum(weights.dispatch_us + k.ns(weights) / 1e3 / b for k, b in zip(kernels, busy, strict=True))
 
 

@@ -293,6 +293,36 @@ def test_cost_model_choices():
     assert unit == min(("winograd2", "winograd4"), key=estimates.get)
 
 
+def test_cost_model_spreads_invocations_by_the_adapters_workgroup_size():
+    """A worker thread runs whole workgroups: 32 invocations are one 64-wide workgroup (one busy
+    core) but four 8-wide ones (every core). On lavapipe the model uses the preferred size."""
+    from dataclasses import replace
+
+    from wgnn.backends.wgpu.context import get_context
+    from wgnn.backends.wgpu.conv_paths import (
+        KernelCost,
+        adapter_weights,
+        cheapest,
+        direct_variants,
+        estimate_us,
+        geometry,
+    )
+    from wgnn.backends.wgpu.tuning import preferred_workgroup
+
+    small = KernelCost(invocations=32, loads=100, stores=8, fmas=400)
+    two = replace(CPU_WEIGHTS, workers=2)
+    wide, narrow = estimate_us([small], replace(two, workgroup=64)), estimate_us([small], replace(two, workgroup=8))
+    assert wide - two.dispatch_us == pytest.approx(2 * (narrow - two.dispatch_us))
+    context = get_context(ADAPTERS[0])
+    assert adapter_weights(context).workgroup == preferred_workgroup(context)
+    # ResNet's stem (7x7 stride 2 from 3 channels to 16): 4 output slices per invocation load a
+    # quarter of the input; with workers counted by 8-wide groups it no longer loses on parallelism.
+    stem = _Step((1, 3, 32, 32), (16, 3, 7, 7), (1, 16, 16, 16), stride=2, pads=3)
+    variants = direct_variants(stem, "conv", geometry(stem))
+    assert cheapest(variants, replace(two, workgroup=8)) == "conv/conv4_nc4hw4.wgsl"
+    assert cheapest(variants, replace(two, workgroup=64)) == "conv/conv_nc4hw4.wgsl"
+
+
 def test_resize_compiles_nothing_when_the_path_changes(monkeypatch):
     """The path may differ per shape (tiny: direct, large: Winograd); a resize compiles nothing, and
     returning to a shape whose path ran before keeps it (and its packed weights)."""
