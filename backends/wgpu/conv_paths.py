@@ -77,13 +77,18 @@ class CostWeights:
     fma_ns: float  # one vec4 FMA (a 4x4 matrix x vec4 is 4)
     workers: int = 1
     workgroup: int = 64  # invocations per workgroup (tuning.preferred_workgroup): a worker runs whole ones
+    uniform_load_ns: float | None = None  # one vec4 weight load from a uniform buffer (None: as load_ns)
 
 
 # lavapipe / llvmpipe (CPU adapters): a least-squares fit of 53 kernel timings (process CPU time of
 # every conv kernel on 11 conv shapes, among them tools/bench_conv.py's; median error 7%, F(4,3)'s
 # output transform and the 3x3 depthwise kernel up to 30% under). A dispatch costs ~76 us of wall
 # time (FACTS.md); the invocations spread over one worker thread per core.
-CPU_WEIGHTS = CostWeights(dispatch_us=76.0, invocation_ns=17.0, load_ns=2.5, store_ns=5.2, fma_ns=0.36)
+# Weights in uniform buffers (packed_weights) came later: a uniform vec4 load measured 0.75 ns against
+# 2.3 ns from storage, so a third of load_ns. Without it the model chose Winograd for 16->8, 16->16
+# and 32->32 3x3 convs where the direct kernels measured 1.1-1.3x faster.
+CPU_WEIGHTS = CostWeights(dispatch_us=76.0, invocation_ns=17.0, load_ns=2.5, store_ns=5.2, fma_ns=0.36,
+                          uniform_load_ns=0.8)
 # Real GPUs: memory traffic still dominates but loads mostly hit caches and dispatches are cheap;
 # an estimate, not a measurement (no such adapter here).
 GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, store_ns=0.003, fma_ns=0.0004)
@@ -100,13 +105,25 @@ def adapter_weights(context) -> CostWeights:
 @dataclass
 class KernelCost:
     invocations: int
-    loads: float  # per invocation, vec4s
+    loads: float  # per invocation, vec4s (weight loads from a uniform buffer apart)
     stores: float
     fmas: float
+    uniform_loads: float = 0.0  # per invocation, vec4 weight loads from a uniform buffer
 
     def ns(self, w: CostWeights) -> float:
-        return self.invocations * (w.invocation_ns + self.loads * w.load_ns + self.stores * w.store_ns
-                                   + self.fmas * w.fma_ns)
+        uniform_ns = w.load_ns if w.uniform_load_ns is None else w.uniform_load_ns
+        return self.invocations * (w.invocation_ns + self.loads * w.load_ns + self.uniform_loads * uniform_ns
+                                   + self.stores * w.store_ns + self.fmas * w.fma_ns)
+
+
+def weight_loads(step: Step, loads: float) -> dict[str, float]:
+    """KernelCost keywords for `loads` weight loads per invocation of the direct / 1x1 kernels:
+    uniform where packed_weights would put the weights in a uniform buffer (32-bit weights that
+    fit; the cost weights say what a uniform load costs on the adapter), else storage loads."""
+    from .backend import UNIFORM_ARRAY_BYTES
+
+    uniform = math.prod(step.input_specs[1].shape) * 4 <= UNIFORM_ARRAY_BYTES and forced_weights() != "storage"
+    return {"uniform_loads": loads} if uniform else {"loads": loads}
 
 
 def geometry(step: Step) -> dict:
@@ -162,8 +179,8 @@ def path_costs(step: Step, kind: str, weights: CostWeights) -> dict[str, list[Ke
         elif path == "gemm1x1":
             inv = n * ceil_div(cout, 4 * SLICE_BLOCK) * ceil_div(oh * ow, TILE_BLOCK)
             block = TILE_BLOCK * SLICE_BLOCK
-            costs[path] = [KernelCost(inv, c4in * (TILE_BLOCK + 4 * SLICE_BLOCK) + block * residual, block,
-                                      c4in * block * 4)]
+            costs[path] = [_with_weights(KernelCost(inv, c4in * TILE_BLOCK + block * residual, block, c4in * block * 4),
+                                         step, c4in * 4 * SLICE_BLOCK)]
         else:
             unit = int(path[-1])
             g = winograd_geometry(unit, y)
@@ -209,15 +226,20 @@ def direct_variants(step: Step, kind: str, geo: dict) -> dict[str, KernelCost]:
     slide = kw > 1 and geo["strides"][1] == geo["dilations"][1]
     x_loads = kh * cg4 * (px + kw - 1) if slide else taps * cg4 * px
     name = "conv/conv_slide_nc4hw4.wgsl" if slide else "conv/conv_nc4hw4.wgsl"
-    variants = {name: KernelCost(n * c4out * oh * ceil_div(ow, px), x_loads + taps * cg4 * 4 + px * residual, px,
-                                 taps * cg4 * px * 4)}
+    variants = {name: _with_weights(KernelCost(n * c4out * oh * ceil_div(ow, px), x_loads + px * residual, px,
+                                               taps * cg4 * px * 4), step, taps * cg4 * 4)}
     if geo["group"] == 1:
         quads = ceil_div(cout, 4 * SLICE_BLOCK)
         block = px * SLICE_BLOCK
-        variants["conv/conv4_nc4hw4.wgsl"] = KernelCost(
-            n * quads * oh * ceil_div(ow, px), taps * cg4 * (px + 4 * SLICE_BLOCK) + block * residual, block,
-            taps * cg4 * block * 4)
+        variants["conv/conv4_nc4hw4.wgsl"] = _with_weights(KernelCost(
+            n * quads * oh * ceil_div(ow, px), taps * cg4 * px + block * residual, block, taps * cg4 * block * 4),
+            step, taps * cg4 * 4 * SLICE_BLOCK)
     return variants
+
+
+def _with_weights(cost: KernelCost, step: Step, loads: float) -> KernelCost:
+    extra = weight_loads(step, loads)
+    return replace(cost, loads=cost.loads + extra.get("loads", 0.0), uniform_loads=extra.get("uniform_loads", 0.0))
 
 
 def cheapest(variants: dict[str, KernelCost], weights: CostWeights) -> str:
