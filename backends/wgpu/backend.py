@@ -739,9 +739,9 @@ class WgpuBackend(Backend):
         if spec.size == 0:
             return np.zeros(spec.shape, spec.dtype)
         placement = self.placement(name)
-        element = np.float16 if placement.half else np.float32
-        blocks = math.prod(nc4hw4_dims(spec.shape)) * 4 if placement.layout == "nc4hw4" else 0
         if placement.storage == "texture":
+            element = np.float16 if placement.half else np.float32
+            blocks = math.prod(nc4hw4_dims(spec.shape)) * 4
             width, height, layers = texture_extent(spec)
             raw = self.device.queue.read_texture(
                 {"texture": self.locations[name][0], "origin": (0, 0, 0)},
