@@ -258,8 +258,9 @@ def format_tuning(result: dict) -> str:
             sizes = sorted({int(s) for row in entry["workgroups"].values() for s in row["ms"]})
             rows = [[case, ", ".join(row["kernels"]), *(f"{row['ms'][str(s)]:.3f}" for s in sizes), row["best"]]
                     for case, row in entry["workgroups"].items()]
-            lines += [f"workgroup size (WG): median ms of the op per size (default 64; another size must be "
-                      f"{MARGIN:.0%} faster)",
+            preferred = next(iter(entry["workgroups"].values())).get("preferred", 64)
+            lines += [f"workgroup size (WG): median ms of the op per size (the adapter's preferred {preferred} "
+                      f"unless another size is {MARGIN:.0%} faster)",
                       table(["case", "kernels", *(f"WG {s}" for s in sizes), "best"], rows), ""]
         p = entry["providers"]
         lines += [f"providers probe ({p['model']}), median ms per run over {p['rounds']} alternating runs: wgpu "
