@@ -44,9 +44,10 @@ WORKGROUP_CANDIDATES = (8, 16, 32, 64, 128, 256)
 TUNABLE_KERNELS = frozenset({
     "conv/conv_nc4hw4.wgsl", "conv/conv4_nc4hw4.wgsl", "conv/conv_slide_nc4hw4.wgsl", "conv/depthwise_nc4hw4.wgsl",
     "conv/depthwise3x3_nc4hw4.wgsl", "conv/depthwise3x3s2_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl",
-    "conv/conv_transpose_nc4hw4.wgsl", "conv/dwpw_nc4hw4.wgsl", "conv/winograd2_input.wgsl",
-    "conv/winograd2_output.wgsl", "conv/winograd4_input.wgsl", "conv/winograd4_output.wgsl",
-    "conv/winograd_gemm.wgsl", "pool/pool_nc4hw4.wgsl", "pool/global_pool_nc4hw4.wgsl", "pool/max_pool_indices.wgsl",
+    "conv/conv_transpose_nc4hw4.wgsl", "conv/dwpw_nc4hw4.wgsl", "conv/conv_maxpool_nc4hw4.wgsl",
+    "conv/winograd2_input.wgsl", "conv/winograd2_output.wgsl", "conv/winograd4_input.wgsl",
+    "conv/winograd4_output.wgsl", "conv/winograd_gemm.wgsl",
+    "pool/pool_nc4hw4.wgsl", "pool/global_pool_nc4hw4.wgsl", "pool/max_pool_indices.wgsl",
     "elementwise/binary_nc4hw4.wgsl", "elementwise/unary_nc4hw4.wgsl", "fused/fused_nc4hw4.wgsl",
     "layout/to_linear.wgsl", "layout/to_nc4hw4.wgsl", "norm/batch_norm_nc4hw4.wgsl",
     "quant/fake_quantize_nc4hw4.wgsl", "raster/boxes_nc4hw4.wgsl", "resize/resize_nc4hw4.wgsl",

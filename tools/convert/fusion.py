@@ -23,6 +23,7 @@ from ...engine.graph import Graph, Node
 from ...engine.ops import load_ops
 from ...engine.ops.base import OPS, InferContext, TensorSpec, get_op
 from .fusion_chains import CHAIN_PASSES
+from .fusion_conv_pool import fuse_conv_maxpool
 from .fusion_dwpw import fuse_depthwise_pointwise
 from .fusion_matmul import MATMUL_EPILOGUE_PASSES, fuse_erf_gelu
 
@@ -295,5 +296,6 @@ def fuse_activations(graph: Graph) -> None:
 # In order: BatchNorm folding, bias folding and the residual Add must see the bare producer, before
 # an activation is fused into it (the activation comes after bias, normalization and residual).
 FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_add_into_matmul,
-                 *MATMUL_EPILOGUE_PASSES, fold_residual_add, fuse_erf_gelu, fuse_activations, fuse_depthwise_pointwise,
+                 *MATMUL_EPILOGUE_PASSES, fold_residual_add, fuse_erf_gelu, fuse_activations,
+                 fuse_depthwise_pointwise, fuse_conv_maxpool,
                  *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion

@@ -1,0 +1,223 @@
+"""ConvMaxPool on the GPU: a 2-D conv and the max pooling of its output in one dispatch on NC4HW4
+feature maps (kernels_wgsl/conv/conv_maxpool_nc4hw4.wgsl), so the conv output is not read back
+(nor written, unless the op keeps it as its second output) and a dispatch (~50-76 us on lavapipe)
+is saved.
+
+Each invocation computes up to 4 output slices (balanced: 20 channels run as 3 + 2 slices; one
+slice where neighbouring slices read different input slices: groups narrower than 4 slices,
+depthwise) x up to 4 pooled pixels of a pooled row, walking the conv rows of their windows: per
+row 8 conv outputs along W per slice, in registers, then bias, activation and the max into the
+pooled pixels. The pooled pixels per invocation are as many as fit their windows in those 8
+columns (pooled_per_invocation), so windows may be at most 8 wide. The kernel's variant (slices,
+sliding loads where the W stride equals the W dilation, depthwise weights) is a set of override
+constants fixed by the op's weights and attributes: a resize compiles nothing.
+
+Weights are repacked once (known at resize) per output slice over the range of input slices its
+group reads, zero elsewhere (depthwise: a vec4 per slice and tap); on CPU adapters 32-bit weights
+that fit go to a uniform buffer, as for the conv kernels (lavapipe loads uniform vec4s about 3x
+faster). Precision fp16-arith (shader-f16): 16-bit products, 32-bit sums, as conv4_nc4hw4.wgsl.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...engine.ops.conv_pool import B, W, conv_context, conv_spec, keeps_conv, pool_window
+from ..base import Step
+from .backend import UNIFORM_ARRAY_BYTES, GpuExecution, gpu_kernel
+from .conv import activation, ceil_div, infer_context, known, pack_channels, pack_depthwise_weights, window_reason
+
+KERNEL = "conv/conv_maxpool_nc4hw4.wgsl"
+COLUMNS = 8  # conv outputs along W per row and slice of an invocation (fixed in the kernel)
+MOST_POOLED = 4  # pooled pixels per invocation (the kernel's maxima)
+QUAD = 4  # output slices per invocation where they share their input slices
+
+
+def pooled_per_invocation(kernel_w: int, stride_w: int) -> int:
+    """Pooled pixels of a row per invocation: as many as fit their windows in COLUMNS conv columns
+    (0: the window is wider than the kernel computes)."""
+    if kernel_w > COLUMNS:
+        return 0
+    return min(MOST_POOLED, (COLUMNS - kernel_w) // stride_w + 1)
+
+
+def slice_ranges(w_shape, cin: int, group: int) -> tuple[int, np.ndarray]:
+    """(input slices each output slice reads, first input slice of each output slice): the input
+    slices of the groups of the output slice's channels, one count for all (the largest), the
+    first one moved down where the range would pass the last input slice (the kernel's lo)."""
+    cout, cg = w_shape[0], w_shape[1]
+    mg = cout // group
+    o4s, c4s = ceil_div(cout, 4), ceil_div(cin, 4)
+    first = np.arange(o4s) * 4
+    last = np.minimum(first + 3, cout - 1)
+    lo = first // mg * cg // 4
+    hi = -(-(last // mg + 1) * cg // 4)
+    count = int((hi - lo).max())
+    return count, np.minimum(lo, c4s - count)
+
+
+def pack_weights(w: np.ndarray, cin: int, group: int) -> np.ndarray:
+    """(C_out, C_in / group, kH, kW) -> (taps, C_out4, count, 4 input lanes, 4 output lanes): per
+    output slice o and input slice k of its range, the 4x4 matrix's columns (input lane j), each a
+    vec4 over o's channels; zero where an input channel is outside the output channel's group."""
+    cout, cg = w.shape[:2]
+    taps = math.prod(w.shape[2:])
+    count, lo = slice_ranges(w.shape, cin, group)
+    o4s = lo.size
+    channel = np.arange(o4s * 4)  # output channels, padded to whole slices
+    inputs = 4 * np.repeat(lo, 4)[:, None] + np.arange(4 * count)[None, :]  # input channel per (oc, column)
+    relative = inputs - (np.minimum(channel, cout - 1) // (cout // group) * cg)[:, None]
+    valid = (relative >= 0) & (relative < cg) & (channel < cout)[:, None] & (inputs < cin)
+    flat = w.reshape(cout, cg, taps)
+    values = flat[np.minimum(channel, cout - 1)[:, None], np.clip(relative, 0, cg - 1)]  # (oc, 4 count, taps)
+    values = np.where(valid[..., None], values, 0.0).astype(np.float32)
+    # [o][out lane][k][in lane][tap] -> [tap][o][k][in lane][out lane]
+    return np.ascontiguousarray(values.reshape(o4s, 4, count, 4, taps).transpose(4, 0, 2, 3, 1))
+
+
+def slices_per_invocation(w_shape, cin: int, group: int) -> int:
+    """Output slices per invocation: up to QUAD, balanced over the invocations of a pixel block
+    (20 channels: 3 + 2, not 4 + 1), where each invocation's slices read the same input slices
+    (one group always; else one)."""
+    _, lo = slice_ranges(w_shape, cin, group)
+    slices = ceil_div(lo.size, ceil_div(lo.size, QUAD))
+    padded = np.concatenate([lo, np.full(-lo.size % slices, -1)]).reshape(-1, slices)
+    shared = all(len(set(row[row >= 0].tolist())) == 1 for row in padded)
+    return slices if shared else 1
+
+
+def geometry(step: Step) -> dict:
+    """Resolved conv and pool geometry of a step."""
+    from ...engine.ops.conv import resolve_pads, spatial_list
+
+    ctx = infer_context(step)
+    conv = conv_spec(ctx)
+    cctx = conv_context(ctx)
+    x, w = step.input_specs[0].shape, step.input_specs[W].shape
+    strides = spatial_list(cctx, "strides", 2, 1)
+    dilations = spatial_list(cctx, "dilations", 2, 1)
+    begin, _ = resolve_pads(cctx, x[2:], w[2:], strides, dilations)
+    kernel, pool_strides, pool_begin, _, _ = pool_window(ctx, conv.shape[2:])
+    return {"conv": conv, "strides": strides, "dilations": dilations, "begin": begin, "pool_kernel": kernel,
+            "pool_strides": pool_strides, "pool_begin": pool_begin}
+
+
+def _has(step: Step, i: int) -> bool:
+    return i < len(step.inputs) and bool(step.inputs[i])
+
+
+@gpu_kernel("ConvMaxPool")
+class ConvMaxPoolGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        from .layout import is_feature_map
+
+        reason = window_reason(step) or activation(step)[1]
+        if reason:
+            return reason
+        if not is_feature_map(step.input_specs[0]):
+            return "only 2-D convolutions run on the GPU"
+        if not (known(step, W) and known(step, B)):
+            return "weights and bias must be known at resize (they are repacked)"
+        kernel, strides = step.attrs["pool_kernel_shape"], step.attrs["pool_strides"] or [1, 1]
+        if not pooled_per_invocation(kernel[1], strides[1]):
+            return f"pool window {kernel}: the GPU kernel pools windows at most {COLUMNS} wide"
+        if keeps_conv(step.node) and list(kernel) != list(strides):
+            return (f"pool window {kernel} with strides {list(strides)}: the GPU kernel keeps the conv output "
+                    "only for windows as large as their strides (they tile it)")
+        return None
+
+    @classmethod
+    def layouts(cls, step: Step) -> tuple[str, ...]:
+        return ("nc4hw4",)
+
+    @classmethod
+    def linear_inputs(cls, step: Step) -> tuple[int, ...]:
+        # An image of at most 4 channels (a network's first conv): as Conv, read a slice at a
+        # time through its accessor rather than converted by a dispatch of its own.
+        return (0,) if step.input_specs[0].shape[1] <= 4 else ()
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        # Pool rows around conv taps around the input slices of the range (the sliding variant: input
+        # slices around W taps); the loops over a row's 8 outputs and 4 pooled pixels have constant
+        # trip counts (unrolled).
+        x, w = step.input_specs[0].shape, step.input_specs[W].shape
+        count, _ = slice_ranges(w, x[1], step.attrs["group"])
+        kh, kw = w[2:]
+        return step.attrs["pool_kernel_shape"][0] * (kh * (max(kw * (count + 1), count * (kw + 1)) + 1) + 1) + 8
+
+    def prepare(self) -> None:
+        from .elementwise import feature_map_text
+        from .layout import accessor_params, arithmetic
+
+        step, attrs = self.step, self.step.attrs
+        x, y = step.input_specs[0], step.output_specs[0]
+        w_shape = step.input_specs[W].shape
+        geo = geometry(step)
+        conv = geo["conv"]
+        n, cout, oh, ow = y.shape
+        group = attrs["group"]
+        count, _ = slice_ranges(w_shape, x.shape[1], group)
+        slices = slices_per_invocation(w_shape, x.shape[1], group)
+        # Depthwise (one input and one output channel per group): a vec4 of the slice's channels per
+        # tap, multiplied lane by lane, where the general packing would hold 4x4 diagonal matrices.
+        depthwise = w_shape[1] == 1 and cout == group
+        pooled = pooled_per_invocation(geo["pool_kernel"][1], geo["pool_strides"][1])
+        keeps = keeps_conv(step.node)
+        rows, cols = oh, ow
+        if keeps:  # the cells of windows tiling the conv output, past the pooled ones where it is left over
+            rows = max(oh, ceil_div(conv.shape[2] + geo["pool_begin"][0], geo["pool_strides"][0]))
+            cols = max(ow, ceil_div(conv.shape[3] + geo["pool_begin"][1], geo["pool_strides"][1]))
+        blocks, groups = ceil_div(cols, pooled), ceil_div(ceil_div(cout, 4), slices)
+        invocations = n * groups * rows * blocks
+        half = arithmetic(self.backend) == "f16"
+        weights, declaration = self._weights(depthwise, count, half)
+        bias_values = step.input_values[B] if _has(step, B) else np.zeros(cout, np.float32)
+        # Keyed by the weights (a constant of the model, as the bias is), so both are packed once.
+        bias = self.packed_constant("pool_bias", step.input_values[W], lambda _: pack_channels(bias_values))
+        params = [invocations, blocks, rows, groups, 1 if depthwise else 4 * count, count, *w_shape[2:],
+                  *geo["strides"], *geo["dilations"], *geo["begin"], int(_has(step, B)),
+                  float(attrs["activation_alpha"]), float(attrs["activation_beta"]), *geo["pool_kernel"],
+                  *geo["pool_strides"], *geo["pool_begin"], pooled, int(keeps), x.shape[1] // group, cout // group,
+                  float("-inf"), *accessor_params(x), *accessor_params(y), *accessor_params(conv)]
+        names = {"x": (step.inputs[0], 0, 28, False), "y": (step.outputs[0], 3, 33, True)}
+        if keeps:
+            names["z"] = (step.outputs[1], 4, 38, True)
+        text = feature_map_text(self, names, half=half)
+        z = step.outputs[1] if keeps else bias
+        if not keeps:  # the bias buffer bound again, never written: store_z does nothing
+            text["DECL_Z"] = ("@group(0) @binding(4) var<storage, read_write> z_unused: array<vec4<f32>>;\n"
+                              f"fn store_z(n: i32, c4: i32, y: i32, x: i32, v: vec4<{text['FLOAT']}>) {{\n}}")
+        text.update(ACC="f32", ACT=activation(step)[0], W_DECL=declaration)
+        slide = w_shape[3] > 1 and geo["strides"][1] == geo["dilations"][1]
+        self.dispatch(KERNEL, [step.inputs[0], weights, bias, step.outputs[0], z], params, invocations, text=text,
+                      constants={"SLICES": slices, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
+
+    def _weights(self, depthwise: bool, count: int, half: bool) -> tuple[str, str]:
+        """The repacked weights and their declaration: a uniform buffer where it pays (CPU adapters,
+        32-bit, fits), else a storage buffer of the arithmetic type (16-bit for fp16-arith)."""
+        from .conv_paths import F16_MAX, forced_weights
+
+        step = self.step
+        source = step.input_values[W]
+        cin, group = step.input_specs[0].shape[1], step.attrs["group"]
+        taps, o4s = math.prod(source.shape[2:]), ceil_div(source.shape[0], 4)
+
+        def pack(w: np.ndarray) -> np.ndarray:
+            if depthwise:  # [tap][slice] -> vec4 over the slice's channels
+                return np.ascontiguousarray(pack_depthwise_weights(w).transpose(1, 2, 0, 3))
+            return pack_weights(w, cin, group)
+
+        def pack_half(w: np.ndarray) -> np.ndarray:  # f16 pairs in 32-bit words
+            values = np.clip(pack(w), -F16_MAX, F16_MAX).astype(np.float16)
+            return np.ascontiguousarray(values).reshape(-1).view(np.float32)
+
+        nbytes = taps * o4s * (16 if depthwise else 64 * count)
+        uniform = (self.backend.context.info.adapter_type == "CPU" and not half and forced_weights() != "storage"
+                   and nbytes <= UNIFORM_ARRAY_BYTES)
+        name = self.packed_constant("pool_weights", source, pack_half if half else pack, uniform=uniform)
+        variable = (f"var<uniform> w: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>" if uniform
+                    else f"var<storage, read_write> w: array<vec4<{'f16' if half else 'f32'}>>")
+        return name, f"@group(0) @binding(1) {variable};"
