@@ -16,9 +16,10 @@ Paths (all with bias, residual and fused activation in the epilogue):
 The cost model (in the spirit of MNN's bestWinogradUnit, which weighs memory traffic over
 multiplies) counts for every kernel of a candidate its invocations x (vec4 loads, vec4 stores,
 vec4 FMAs) and weighs them with per-adapter costs, plus a cost per dispatch: on lavapipe a vec4
-load is a gather costing ~7 FMAs, a dispatch ~76 us, and a kernel's work spreads over at most as
-many cores as it has workgroups. The cheapest candidate (and direct kernel) runs; at a resize a
-conv keeps the path it ran before unless another is estimated STICKY times cheaper.
+load is a gather costing ~14 FMAs, a dispatch ~35 us, and a kernel's work spreads over at most as
+many cores as it has workgroups, each core past the first costing ~36 us to wake
+(tools/fit_conv_cost.py measures these). The cheapest candidate (and direct kernel) runs; at a
+resize a conv keeps the path it ran before unless another is estimated STICKY times cheaper.
 WGNN_CONV_PATH=direct|gemm1x1|winograd|winograd2|winograd4|auto forces a path for testing and
 benchmarking where the conv allows it (elsewhere the cost model picks among the paths that can
 run; "winograd" lets it pick the unit). The pipelines of every candidate are compiled at prepare,
@@ -78,17 +79,26 @@ class CostWeights:
     workers: int = 1
     workgroup: int = 64  # invocations per workgroup (tuning.preferred_workgroup): a worker runs whole ones
     uniform_load_ns: float | None = None  # one vec4 weight load from a uniform buffer (None: as load_ns)
+    wake_us: float = 0.0  # microseconds per busy worker past the first: an idle worker thread's start
 
 
-# lavapipe / llvmpipe (CPU adapters): a least-squares fit of 53 kernel timings (process CPU time of
-# every conv kernel on 11 conv shapes, among them tools/bench_conv.py's; median error 7%, F(4,3)'s
-# output transform and the 3x3 depthwise kernel up to 30% under). A dispatch costs ~76 us of wall
-# time (FACTS.md); the invocations spread over one worker thread per core.
-# Weights in uniform buffers (packed_weights) came later: a uniform vec4 load measured 0.75 ns against
-# 2.3 ns from storage, so a third of load_ns. Without it the model chose Winograd for 16->8, 16->16
-# and 32->32 3x3 convs where the direct kernels measured 1.1-1.3x faster.
-CPU_WEIGHTS = CostWeights(dispatch_us=76.0, invocation_ns=17.0, load_ns=2.5, store_ns=5.2, fma_ns=0.36,
-                          uniform_load_ns=0.8)
+# lavapipe / llvmpipe (CPU adapters): `python -m wgnn.tools.fit_conv_cost` (docs/performance.md),
+# three runs pooled. The prices are a non-negative least-squares fit (relative errors) of 428
+# kernel timings: lavapipe's process CPU time of every conv kernel (direct, gemm1x1, depthwise,
+# both Winograd units' three) on 76 conv shapes, weights in uniform and in storage buffers; median
+# error 11% (measured / predicted: gemm1x1 1.25, the row-segment and stride-2 depthwise kernels
+# 1.2, F(2,3)'s input transform 0.76). dispatch_us and wake_us come from the same runs' wall times
+# (wall = dispatch + wake per extra busy worker + work / busy workers): on a quiet machine a
+# dispatch costs ~35 us and waking the second worker ~36 us more (on a loaded one both shrink: the
+# workers never sleep), so tiny convs run fastest on one workgroup. The invocations spread over
+# one worker thread per core. On 52 held-out shapes (the zoo's convs at 32 and 224, others) the
+# model picks the fastest path and kernel in 44-46 per run (41-44 with the earlier weights, which
+# spread tiny convs over both cores), the misses costing 0.6-1.0% of the fastest options' total:
+# near ties, gemm1x1 against conv4 on 1x1 convs, and 16->16 / 32->16 at 112x112, where F(4,3) is
+# picked and the direct conv4 runs 1.05-1.2x faster (its transforms grow costlier past the caches
+# than their counts say).
+CPU_WEIGHTS = CostWeights(dispatch_us=34.6, wake_us=36.3, invocation_ns=2.81, load_ns=3.27, store_ns=8.0,
+                          fma_ns=0.23, uniform_load_ns=1.6)
 # Real GPUs: memory traffic still dominates but loads mostly hit caches and dispatches are cheap;
 # an estimate, not a measurement (no such adapter here).
 GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, store_ns=0.003, fma_ns=0.0004)
@@ -248,9 +258,11 @@ def cheapest(variants: dict[str, KernelCost], weights: CostWeights) -> str:
 
 def estimate_us(kernels: list[KernelCost], weights: CostWeights) -> float:
     """Dispatch overheads plus each kernel's work spread over the workers its workgroups can keep
-    busy (a small conv's few workgroups leave cores idle)."""
+    busy (a small conv's few workgroups leave cores idle), each worker past the first costing
+    wake_us to start (so a tiny kernel gains nothing from a second one)."""
     busy = [max(1, min(weights.workers, ceil_div(k.invocations, weights.workgroup))) for k in kernels]
-    return sum(weights.dispatch_us + k.ns(weights) / 1e3 / b for k, b in zip(kernels, busy, strict=True))
+    return sum(weights.dispatch_us + (b - 1) * weights.wake_us + k.ns(weights) / 1e3 / b
+               for k, b in zip(kernels, busy, strict=True))
 
 
 def choose_path(step: Step, kind: str, weights: CostWeights, forced: str | None = None,

@@ -295,7 +295,8 @@ def test_cost_model_choices():
 
 def test_cost_model_spreads_invocations_by_the_adapters_workgroup_size():
     """A worker thread runs whole workgroups: 32 invocations are one 64-wide workgroup (one busy
-    core) but four 8-wide ones (every core). On lavapipe the model uses the preferred size."""
+    core) but four 8-wide ones (every core, the second one started at wake_us). On lavapipe the
+    model uses the preferred size."""
     from dataclasses import replace
 
     from wgnn.backends.wgpu.context import get_context
@@ -312,28 +313,32 @@ def test_cost_model_spreads_invocations_by_the_adapters_workgroup_size():
     small = KernelCost(invocations=32, loads=100, stores=8, fmas=400)
     two = replace(CPU_WEIGHTS, workers=2)
     wide, narrow = estimate_us([small], replace(two, workgroup=64)), estimate_us([small], replace(two, workgroup=8))
-    assert wide - two.dispatch_us == pytest.approx(2 * (narrow - two.dispatch_us))
+    assert wide - two.dispatch_us == pytest.approx(2 * (narrow - two.dispatch_us - two.wake_us))
     context = get_context(ADAPTERS[0])
     assert adapter_weights(context).workgroup == preferred_workgroup(context)
     # ResNet's stem (7x7 stride 2 from 3 channels to 16): 4 output slices per invocation load a
-    # quarter of the input; with workers counted by 8-wide groups it no longer loses on parallelism.
+    # quarter of the input; its 32 invocations keep both cores busy only as 8-wide groups.
     stem = _Step((1, 3, 32, 32), (16, 3, 7, 7), (1, 16, 16, 16), stride=2, pads=3)
     variants = direct_variants(stem, "conv", geometry(stem))
+    quads = [variants["conv/conv4_nc4hw4.wgsl"]]
+    assert estimate_us(quads, replace(two, workgroup=8)) < estimate_us(quads, replace(two, workgroup=64))
     assert cheapest(variants, replace(two, workgroup=8)) == "conv/conv4_nc4hw4.wgsl"
-    assert cheapest(variants, replace(two, workgroup=64)) == "conv/conv_nc4hw4.wgsl"
 
 
 def test_cost_model_prices_uniform_weight_loads(monkeypatch):
-    """Weights that go to a uniform buffer load at a third of a storage load on CPU adapters: UNet's
-    16->8 3x3 conv at 224x224 then runs direct (measured 21 ms against Winograd F(4,3)'s 27 ms);
-    with weights kept in storage the model's old choice, Winograd, stands."""
+    """Weights that go to a uniform buffer load at about half the price of a storage load on CPU
+    adapters: UNet's 16->8 3x3 conv at 224x224 runs direct (measured 21 ms against Winograd
+    F(4,3)'s 27 ms), and so does ResNet's 16->16 at 56x56, which with weights kept in storage would
+    take Winograd F(4,3)."""
     from dataclasses import replace
 
     unet_conv = _Step((1, 16, 224, 224), (8, 16, 3, 3), (1, 8, 224, 224))
+    resnet_conv = _Step((1, 16, 56, 56), (16, 16, 3, 3), (1, 16, 56, 56))
     two = replace(CPU_WEIGHTS, workers=2, workgroup=8)
     assert choose_path(unet_conv, "conv", two)[0] == "direct"
+    assert choose_path(resnet_conv, "conv", two)[0] == "direct"
     monkeypatch.setenv("WGNN_CONV_WEIGHTS", "storage")
-    assert choose_path(unet_conv, "conv", two)[0] == "winograd4"
+    assert choose_path(resnet_conv, "conv", two)[0] == "winograd4"
     monkeypatch.delenv("WGNN_CONV_WEIGHTS")
     big = _Step((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56))  # 147 KiB of weights: storage
     assert choose_path(big, "conv", two)[0] == "winograd4"
@@ -421,3 +426,68 @@ def test_weights_past_the_uniform_limit_stay_in_storage():
     session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0]))
     session.run(None, feeds)
     assert set(weight_bindings(session).values()) == {"storage"}
+
+
+# ------------------------------------------------------------------- the cost fit (tools/fit_conv_cost.py)
+def test_nnls_keeps_prices_non_negative():
+    from wgnn.tools.fit_conv_cost import nnls
+
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    # Unconstrained least squares gives (1, -1); with x >= 0 the second is 0 and the first 1/2.
+    assert nnls(a, np.array([1.0, -1.0, 0.0])) == pytest.approx([0.5, 0.0])
+    assert nnls(a, np.array([2.0, 3.0, 5.0])) == pytest.approx([2.0, 3.0])
+
+
+def test_fit_recovers_known_prices_from_synthetic_timings():
+    """Kernel times made from known prices (the fit's own model) give those prices back, and
+    wall times made as a + b x work / busy give dispatch_us = a / b."""
+    from wgnn.backends.wgpu.conv_paths import KernelCost
+    from wgnn.tools.fit_conv_cost import busy, fit, fit_dispatch, predicted_us, work_us
+
+    gen = np.random.default_rng(5)
+    costs = [KernelCost(int(gen.integers(1, 20000)), float(gen.uniform(8, 900)), float(gen.integers(1, 65)),
+                        float(gen.uniform(40, 9000)), float(gen.uniform(10, 1200)) * int(gen.integers(0, 2)))
+             for _ in range(80)]
+    truth = {"dispatch_cpu_us": 22.0, "invocation_ns": 9.0, "load_ns": 4.0, "uniform_load_ns": 1.5,
+             "store_ns": 9.5, "fma_ns": 0.27}
+    cpu = [predicted_us(c, truth) for c in costs]
+    assert fit(costs, cpu) == pytest.approx(truth, rel=1e-6)
+    # With 3% noise the prices of small terms drift (they are nearly collinear), the times do not.
+    noisy = fit(costs, [t * gen.uniform(0.97, 1.03) for t in cpu])
+    assert np.median([abs(predicted_us(c, noisy) / t - 1) for c, t in zip(costs, cpu)]) < 0.02
+    assert noisy["fma_ns"] == pytest.approx(truth["fma_ns"], rel=0.1)
+    rows = [{"cost": vars(c), "wall_us": 30.0 + 1.5 * work_us(c, truth) / busy(c, 2, 8)} for c in costs]
+    dispatch = fit_dispatch(rows, truth, 2, 8)
+    assert dispatch["dispatch_us"] == pytest.approx(20.0) and dispatch["wall_per_work"] == pytest.approx(1.5)
+
+
+def test_fit_confusion_counts_the_model_choices_against_the_fastest():
+    from dataclasses import replace
+
+    from wgnn.tools.fit_conv_cost import confusion
+
+    big = {"invocations": 6400, "loads": 100.0, "stores": 8.0, "fmas": 400.0, "uniform_loads": 0.0}
+    small = {**big, "invocations": 8}
+    check = {"case": "c", "workers": 2, "workgroup": 8,
+             "options": {"direct:conv4": {"wall_us": 200.0, "costs": [big]},
+                         "winograd4": {"wall_us": 300.0, "costs": [small, small, small]}}}
+    result = confusion([check], CPU_WEIGHTS)  # three small kernels cost less than one big one
+    assert result["right"] == 0 and result["wrong"][0]["chosen"] == "winograd4"
+    assert result["wrong"][0]["ratio"] == pytest.approx(1.5) and result["extra_us"] == pytest.approx(100.0)
+    # Where dispatches cost far more than the work, the one-dispatch path wins: the fastest one here.
+    assert confusion([check], replace(CPU_WEIGHTS, dispatch_us=1e6))["right"] == 1
+
+
+def test_fit_measures_each_kernel_of_a_conv():
+    """One small 1x1 conv: the direct kernels and gemm1x1, each with uniform and storage weights,
+    timed (rounds=1) with the KernelCosts the cost model gives them."""
+    from wgnn.tools.fit_conv_cost import ConvCase, measure_case, untuned
+
+    with untuned():
+        rows = measure_case(ConvCase(8, 12, 1, 1, 6), ADAPTERS[0], rounds=1, target_ms=0.2)
+    kernels = {(r["kernel"], r["bound"]) for r in rows}
+    for kernel in ("conv/conv_nc4hw4.wgsl", "conv/conv4_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl"):
+        assert {(kernel, "uniform"), (kernel, "storage")} <= kernels
+    for r in rows:  # the storage twin prices its weight loads as storage loads
+        assert (r["cost"]["uniform_loads"] > 0) == (r["bound"] == "uniform")
+        assert r["cost"]["invocations"] > 0 and r["repeat"] >= 1
