@@ -1,37 +1,26 @@
 """ConvDwPw on numpy: the depthwise and the pointwise stage run as the two Conv steps they were
 fused from, through the Conv kernel (backends/numpy/conv.py: im2col / matmul plans built at
-resize), with the depthwise result in memory of this step: its own when small, else a range of
-the backend's shared scratch past what the two Conv plans use there (steps run one at a time, and
-the plans bind the scratch from its start).
+resize), with the depthwise result in memory of this step (composite.Intermediate).
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from ...engine.graph import Node
-from ...engine.ops.base import OPS, TensorSpec
+from ...engine.ops.base import TensorSpec
 from ..base import Step
-from .conv import RESIDENT_BYTES
+from .composite import Intermediate, sub_step
 from .kernel import KERNELS, NumpyExecution, numpy_kernel
-
-ALIGN = 64  # bytes: the depthwise result's offset in the scratch
 
 
 def _conv_step(step: Step, suffix: str, attrs: dict, inputs: list[int], output: TensorSpec,
                source: tuple[str, TensorSpec] | None = None) -> Step:
     """The Conv step of one stage, reading the fused step's inputs of the given indices (the first
     one replaced by `source`, (name, spec), for the stage reading the depthwise result)."""
-    op = OPS["Conv"]
     given = list(step.inputs) + [""] * 6
     specs = list(step.input_specs) + [None] * 6
     values = list(step.input_values or []) + [None] * 6
     names, specs, values = [given[i] for i in inputs], [specs[i] for i in inputs], [values[i] for i in inputs]
     if source is not None:
         names[0], specs[0], values[0] = source[0], source[1], None
-    node = Node("Conv", names, [f"{step.node.name}/{suffix}"], attrs, name=f"{step.node.name}/{suffix}")
-    return Step(node, op, op.resolve_attrs(node), names, list(node.outputs), specs, [output], values)
+    return sub_step(step, "Conv", suffix, attrs, names, specs, values, output)
 
 
 class _Plan:
@@ -52,23 +41,7 @@ class _Plan:
         self.stages = [NumpyExecution(ex.backend, first, kernel), NumpyExecution(ex.backend, second, kernel)]
         for stage in self.stages:
             stage.prepare()
-        nbytes = math.prod(self.middle.shape) * np.dtype(self.middle.dtype).itemsize
-        self.shared = nbytes > RESIDENT_BYTES and hasattr(ex.backend, "reserve_scratch")
-        if self.shared:
-            plans = [stage.state.get("conv") for stage in self.stages]
-            used = max([p.nbytes for p in plans if p is not None and p.shared] + [0])
-            self.offset = -(-used // ALIGN) * ALIGN
-            self.total = self.offset + nbytes
-            ex.backend.reserve_scratch(self.total)
-            self.buffer = None
-        else:
-            self.buffer = np.empty(self.middle.shape, self.middle.dtype)
-
-    def middle_buffer(self, backend) -> np.ndarray:
-        if not self.shared:
-            return self.buffer
-        memory = backend.scratch(self.total)[self.offset:]
-        return memory.view(self.middle.dtype).reshape(self.middle.shape)
+        self.middle_memory = Intermediate(ex.backend, self.middle, self.stages)
 
 
 def _prepare(ex) -> None:
@@ -81,7 +54,7 @@ def conv_dwpw(ex, inputs, outputs):
         _prepare(ex)
     plan = ex.state["dwpw"]
     x, w_dw, b_dw, w_pw, b_pw, residual = (list(inputs) + [None] * 6)[:6]
-    middle = plan.middle_buffer(ex.backend)
+    middle = plan.middle_memory.array(ex.backend)
     dw, pw = plan.stages
     dw.run([x, w_dw, b_dw], [middle])
     pw.run([middle, w_pw, b_pw, residual], outputs)

@@ -11,8 +11,8 @@ import pytest
 from helpers import gpu_adapters, session_for
 from helpers import test_backends as backends_under_test
 from onnx import TensorProto, helper, numpy_helper
+from wgnn.backends.numpy import composite as numpy_composite
 from wgnn.backends.numpy import conv as numpy_conv
-from wgnn.backends.numpy import conv_dwpw as numpy_dwpw
 from wgnn.backends.wgpu import loader
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
@@ -168,7 +168,7 @@ def test_general_windows_run_on_numpy():
 def test_depthwise_result_in_shared_scratch(monkeypatch):
     """Big depthwise results and Conv buffers live in the numpy backend's shared scratch: the
     intermediate is placed past the Conv plans' range there (forced with tiny limits)."""
-    monkeypatch.setattr(numpy_dwpw, "RESIDENT_BYTES", 64)
+    monkeypatch.setattr(numpy_composite, "RESIDENT_BYTES", 64)
     monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 64)
     run_everywhere(Case(c=10, cout=12, stride=1, batch=2, residual=True, pw_bias=True), ["numpy"])
     run_everywhere(Case(c=3, cout=6, stride=2, size=(9, 9)), ["numpy"])  # C_out > C: the bias rides in im2col

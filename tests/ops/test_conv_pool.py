@@ -12,8 +12,8 @@ import pytest
 from helpers import gpu_adapters, session_for
 from helpers import test_backends as backends_under_test
 from onnx import TensorProto, helper, numpy_helper
+from wgnn.backends.numpy import composite as numpy_composite
 from wgnn.backends.numpy import conv as numpy_conv
-from wgnn.backends.numpy import conv_pool as numpy_conv_pool
 from wgnn.backends.wgpu import loader
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
@@ -159,7 +159,7 @@ def test_general_windows_run_on_numpy():
 def test_conv_result_in_shared_scratch(monkeypatch):
     """Big conv results and Conv buffers live in the numpy backend's shared scratch: the conv
     result is placed past the Conv plan's range there (forced with tiny limits)."""
-    monkeypatch.setattr(numpy_conv_pool, "RESIDENT_BYTES", 64)
+    monkeypatch.setattr(numpy_composite, "RESIDENT_BYTES", 64)
     monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 64)
     case = Case(cin=6, cout=8, batch=2, act=None)
     run_everywhere(case, ["numpy"])
