@@ -17,7 +17,7 @@ import numpy as np
 
 from ...engine.ops.conv_dwpw import B_DW, B_PW, RESIDUAL, W_DW, W_PW, dw_geometry
 from ..base import Step
-from .backend import UNIFORM_ARRAY_BYTES, GpuExecution, gpu_kernel
+from .backend import GpuExecution, gpu_kernel
 from .conv import ceil_div, infer_context, known, pack_channels, pack_depthwise_weights, window_reason
 from .elementwise import UNARY_EXPR
 
@@ -91,7 +91,7 @@ class ConvDwPwGpu(GpuExecution):
         return ceil_div(step.input_specs[0].shape[1], 4) + 8
 
     def prepare(self) -> None:
-        from .conv_paths import F16_MAX, forced_weights
+        from .conv_paths import weights_binding
         from .elementwise import feature_map_text
         from .layout import accessor_params, arithmetic
 
@@ -101,27 +101,11 @@ class ConvDwPwGpu(GpuExecution):
         c4s, o4s = ceil_div(x.shape[1], 4), ceil_div(cout, 4)
         strides, _, begin, _ = dw_geometry(infer_context(step))
         half = arithmetic(self.backend) == "f16"
-        cpu = self.backend.context.info.adapter_type == "CPU"
 
-        def weights(key: str, i: int, pack, binding: int, var: str) -> tuple[str, str]:
-            """The packed weights of input i and their declaration: a uniform buffer where it pays
-            (CPU adapters, 32-bit, fits), else a storage buffer of the arithmetic type."""
-            source = step.input_values[i]
-            if half:
-                def packer(w: np.ndarray) -> np.ndarray:  # f16 pairs in 32-bit words
-                    values = np.clip(pack(w), -F16_MAX, F16_MAX).astype(np.float16)
-                    return np.ascontiguousarray(values).reshape(-1).view(np.float32)
-            else:
-                packer = pack
-            uniform = (cpu and not half and forced_weights() != "storage"
-                       and np.asarray(pack(source)).nbytes <= UNIFORM_ARRAY_BYTES)
-            name = self.packed_constant(key, source, packer, uniform=uniform)
-            variable = (f"var<uniform> {var}: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>" if uniform
-                        else f"var<storage, read_write> {var}: array<vec4<{'f16' if half else 'f32'}>>")
-            return name, f"@group(0) @binding({binding}) {variable};"
-
-        wd, wd_decl = weights("dw_weights", W_DW, pack_depthwise_weights, 1, "wd")
-        wp, wp_decl = weights("pw_weights", W_PW, pack_pointwise_weights, 2, "wp")
+        wd, wd_decl = weights_binding(self, "dw_weights", step.input_values[W_DW], pack_depthwise_weights, half=half,
+                                      binding=1, var="wd")
+        wp, wp_decl = weights_binding(self, "pw_weights", step.input_values[W_PW], pack_pointwise_weights, half=half,
+                                      binding=2, var="wp")
         # Both stages' biases in one buffer, keyed by the depthwise weights (constants of the model,
         # like the biases, so the pair is packed once per session).
         channels = x.shape[1]

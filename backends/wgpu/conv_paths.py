@@ -372,10 +372,13 @@ def arithmetic_text(ex, kernel: str, allowed: bool = True) -> dict[str, str]:
 
 
 def weight_packer(ex, kernel: str, pack, allowed: bool = True):
-    """`pack`, or for a kernel computing in 16 bits `pack` rounded to f16, its bits handed to the
-    backend as a float32 array of half the length (vec4<f16> pairs fill whole 32-bit words)."""
-    if not half_kernel(ex, kernel, allowed):
-        return pack
+    """`pack`, or for a kernel computing in 16 bits `pack` rounded to f16 (half_packer)."""
+    return half_packer(pack) if half_kernel(ex, kernel, allowed) else pack
+
+
+def half_packer(pack):
+    """`pack` rounded to f16, its bits handed to the backend as a float32 array of half the length
+    (vec4<f16> pairs fill whole 32-bit words)."""
 
     def pack_half(w: np.ndarray) -> np.ndarray:
         # Clipped: a weight past the f16 range would become inf (none of the zoo's come close).
@@ -451,35 +454,32 @@ class _PipelineWarmer:
 
 
 def packed_weights(ex, key: str, kernel: str, pack) -> tuple[str, dict[str, str]]:
-    """The step's weights packed for `kernel` (packed_constant), and the kernel's W_DECL text.
-    On CPU adapters they go in a uniform buffer when they fit and are 32-bit: lavapipe loads a
-    uniform vec4 about 3x faster than a storage one (docs/performance.md); a uniform array's
-    elements are 16 bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers:
-    these kernels index weights per invocation, which serialises constant-cache reads there."""
+    """The step's weights (input 1) packed for `kernel` (weights_binding), and its W_DECL text."""
+    name, declaration = weights_binding(ex, key, ex.step.input_values[1], pack, half=half_kernel(ex, kernel))
+    return name, {"W_DECL": declaration}
+
+
+def weights_binding(ex, key: str, source: np.ndarray, pack, *, half: bool, binding: int = 1,
+                    var: str = "w") -> tuple[str, str]:
+    """`source` packed by `pack` (rounded to f16 when the kernel multiplies in 16 bits) as the
+    execution's packed constant `key`, and the WGSL declaration of binding `binding`, `var`.
+    On CPU adapters 32-bit weights that fit go in a uniform buffer: lavapipe loads a uniform vec4
+    about 3x faster than a storage one (docs/performance.md); a uniform array's elements are 16
+    bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers: these kernels index
+    weights per invocation, which serialises constant-cache reads there."""
     from .backend import UNIFORM_ARRAY_BYTES
 
-    source, packer = ex.step.input_values[1], weight_packer(ex, kernel, pack)
-    uniform = (ex.backend.context.info.adapter_type == "CPU" and not half_kernel(ex, kernel)
-               and forced_weights() != "storage" and source.size * 4 <= UNIFORM_ARRAY_BYTES
-               and np.asarray(packer(source)).size * 4 <= UNIFORM_ARRAY_BYTES)
-    return ex.packed_constant(key, source, packer, uniform=uniform), weights_text(ex, kernel, uniform)
+    uniform = (ex.backend.context.info.adapter_type == "CPU" and not half and forced_weights() != "storage"
+               and source.size * 4 <= UNIFORM_ARRAY_BYTES and np.asarray(pack(source)).size * 4 <= UNIFORM_ARRAY_BYTES)
+    name = ex.packed_constant(key, source, half_packer(pack) if half else pack, uniform=uniform)
+    variable = (f"var<uniform> {var}: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>" if uniform
+                else f"var<storage, read_write> {var}: array<vec4<{'f16' if half else 'f32'}>>")
+    return name, f"@group(0) @binding({binding}) {variable};"
 
 
 def forced_weights() -> str:
     """WGNN_CONV_WEIGHTS=storage keeps every conv's weights in storage buffers (for A/B runs)."""
     return os.environ.get("WGNN_CONV_WEIGHTS", "auto")
-
-
-def weights_text(ex, kernel: str, uniform: bool, binding: int = 1) -> dict[str, str]:
-    """W_DECL: the declaration of the kernel's packed weights `w`, vec4s in a uniform buffer
-    (uniform_weights) or a storage buffer of the kernel's multiply type."""
-    from .backend import UNIFORM_ARRAY_BYTES
-
-    if uniform:
-        variable = f"var<uniform> w: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>"
-    else:
-        variable = f"var<storage, read_write> w: array<vec4<{arithmetic_text(ex, kernel)['FLOAT']}>>"
-    return {"W_DECL": f"@group(0) @binding({binding}) {variable};"}
 
 
 def prepare_gemm1x1(ex, epilogue: list) -> None:

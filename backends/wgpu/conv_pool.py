@@ -25,7 +25,7 @@ import numpy as np
 
 from ...engine.ops.conv_pool import B, W, conv_context, conv_spec, keeps_conv, pool_window
 from ..base import Step
-from .backend import UNIFORM_ARRAY_BYTES, GpuExecution, gpu_kernel
+from .backend import GpuExecution, gpu_kernel
 from .conv import activation, ceil_div, infer_context, known, pack_channels, pack_depthwise_weights, window_reason
 
 KERNEL = "conv/conv_maxpool_nc4hw4.wgsl"
@@ -173,7 +173,7 @@ class ConvMaxPoolGpu(GpuExecution):
         blocks, groups = ceil_div(cols, pooled), ceil_div(ceil_div(cout, 4), slices)
         invocations = n * groups * rows * blocks
         half = arithmetic(self.backend) == "f16"
-        weights, declaration = self._weights(depthwise, count, half)
+        weights, declaration = self._weights(depthwise, half)
         bias_values = step.input_values[B] if _has(step, B) else np.zeros(cout, np.float32)
         # Keyed by the weights (a constant of the model, as the bias is), so both are packed once.
         bias = self.packed_constant("pool_bias", step.input_values[W], lambda _: pack_channels(bias_values))
@@ -195,29 +195,17 @@ class ConvMaxPoolGpu(GpuExecution):
         self.dispatch(KERNEL, [step.inputs[0], weights, bias, step.outputs[0], z], params, invocations, text=text,
                       constants={"SLICES": slices, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
 
-    def _weights(self, depthwise: bool, count: int, half: bool) -> tuple[str, str]:
+    def _weights(self, depthwise: bool, half: bool) -> tuple[str, str]:
         """The repacked weights and their declaration: a uniform buffer where it pays (CPU adapters,
         32-bit, fits), else a storage buffer of the arithmetic type (16-bit for fp16-arith)."""
-        from .conv_paths import F16_MAX, forced_weights
+        from .conv_paths import weights_binding
 
         step = self.step
-        source = step.input_values[W]
         cin, group = step.input_specs[0].shape[1], step.attrs["group"]
-        taps, o4s = math.prod(source.shape[2:]), ceil_div(source.shape[0], 4)
 
         def pack(w: np.ndarray) -> np.ndarray:
             if depthwise:  # [tap][slice] -> vec4 over the slice's channels
                 return np.ascontiguousarray(pack_depthwise_weights(w).transpose(1, 2, 0, 3))
             return pack_weights(w, cin, group)
 
-        def pack_half(w: np.ndarray) -> np.ndarray:  # f16 pairs in 32-bit words
-            values = np.clip(pack(w), -F16_MAX, F16_MAX).astype(np.float16)
-            return np.ascontiguousarray(values).reshape(-1).view(np.float32)
-
-        nbytes = taps * o4s * (16 if depthwise else 64 * count)
-        uniform = (self.backend.context.info.adapter_type == "CPU" and not half and forced_weights() != "storage"
-                   and nbytes <= UNIFORM_ARRAY_BYTES)
-        name = self.packed_constant("pool_weights", source, pack_half if half else pack, uniform=uniform)
-        variable = (f"var<uniform> w: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>" if uniform
-                    else f"var<storage, read_write> w: array<vec4<{'f16' if half else 'f32'}>>")
-        return name, f"@group(0) @binding(1) {variable};"
+        return weights_binding(self, "pool_weights", step.input_values[W], pack, half=half)
