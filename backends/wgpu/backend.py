@@ -608,11 +608,7 @@ class WgpuBackend(Backend):
         if staged.buffer is None:
             return None
         try:
-            staged.buffer.map_sync(self.wgpu.MapMode.READ, 0, _round8(staged.size))
-            try:
-                raw = staged.buffer.read_mapped(0, _round8(staged.size), copy=True)
-            finally:
-                staged.buffer.unmap()
+            raw = self.context.reader.read(staged.buffer, _round8(staged.size))
         except Exception as exc:
             raise self._device_error(exc, [], "reading the outputs back") from None
         for name, at in staged.offsets.items():
@@ -678,13 +674,8 @@ class WgpuBackend(Backend):
 
     def _read_status(self) -> list[int]:
         """[flag, status id, check, value] as the last checking submission left them."""
-        readable = self.status_buffers[1]
         try:
-            readable.map_sync(self.wgpu.MapMode.READ)
-            try:
-                words = np.frombuffer(readable.read_mapped(), np.uint32).tolist()
-            finally:
-                readable.unmap()
+            words = np.frombuffer(self.context.reader.read(self.status_buffers[1], STATUS_BYTES), np.uint32).tolist()
         except Exception as exc:
             raise self._device_error(exc, [], "reading the index status") from None
         self.status_reads += 1

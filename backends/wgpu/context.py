@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ...engine.errors import AdapterError
+from .readback import make_reader
 
 log = logging.getLogger("wgnn.wgpu")
 
@@ -137,6 +138,16 @@ class GpuContext:
         self.queue = self.device.queue
         self.pipelines: dict = {}  # loader.PipelineCache storage, shared by sessions
         self.lock = threading.RLock()  # one submission at a time per device
+        self._reader = None
+
+    @property
+    def reader(self):
+        """How this device's MAP_READ buffers are read back (readback.make_reader), made once."""
+        if self._reader is None:
+            with self.lock:
+                if self._reader is None:
+                    self._reader = make_reader(self.wgpu, self.device)
+        return self._reader
 
     @property
     def name(self) -> str:

@@ -60,3 +60,37 @@ def test_outputs_of_every_kind_come_back_through_one_staging_buffer(adapter, sto
         gpu.run(None, feeds(1, 4, [0, 6]))
     assert backend.status_reads == reads + 1
     np.testing.assert_allclose(gpu.run(None, feeds(1, 4, [1]))[4], cpu.run(None, feeds(1, 4, [1]))[4])
+
+
+def _written_by_a_submission(context, data: bytes):
+    """A MAP_READ buffer holding data, copied there in a submission (as a run's outputs are)."""
+    usage = context.wgpu.BufferUsage
+    source = context.device.create_buffer(size=len(data), usage=usage.COPY_SRC | usage.COPY_DST)
+    target = context.device.create_buffer(size=len(data), usage=usage.MAP_READ | usage.COPY_DST)
+    context.queue.write_buffer(source, 0, data)
+    encoder = context.device.create_command_encoder()
+    encoder.copy_buffer_to_buffer(source, 0, target, 0, len(data))
+    context.queue.submit([encoder.finish()])
+    return target
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_both_readers_read_what_a_submission_wrote_and_reject_a_buffer_they_cannot_map(adapter):
+    import wgpu
+    from wgnn.backends.wgpu.context import get_context
+    from wgnn.backends.wgpu.readback import MapSyncReader, NativeMapReader
+
+    context = get_context(adapter)
+    assert isinstance(context.reader, NativeMapReader)  # wgpu-native passes the self-check
+    for reader in (NativeMapReader(context.device), MapSyncReader(context.wgpu)):
+        for size in (16, 4096):
+            data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+            assert reader.read(_written_by_a_submission(context, data), size) == data
+    mapped = _written_by_a_submission(context, bytes(64))
+    mapped.map_sync(context.wgpu.MapMode.READ)  # already mapped: a second map must fail, not hang
+    native = NativeMapReader(context.device)
+    with pytest.raises((RuntimeError, wgpu.GPUError), match="mapped"):
+        native.read(mapped, 64)
+    mapped.unmap()
+    data = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()  # the failed map's callback is not taken for this one
+    assert native.read(_written_by_a_submission(context, data), 64) == data
