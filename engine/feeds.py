@@ -160,3 +160,31 @@ def check_feeds(declared_inputs: list[TensorInfo], feeds) -> dict[str, np.ndarra
         _check_shape(info, tuple(array.shape), symbols)
         checked[name] = array
     return checked
+
+
+class FeedChecker:
+    """check_feeds for one graph's inputs, with a fast path for the common repeat call: every
+    feed an ndarray of exactly the declared dtype, C-contiguous, in native order, and of the
+    shape the last full check accepted (so its dims and symbols were checked then). Anything
+    else takes the full check."""
+
+    def __init__(self, declared_inputs: list[TensorInfo]):
+        self.declared_inputs = declared_inputs
+        self.dtypes = [(t.name, np.dtype(t.dtype or UNDECLARED_DTYPE)) for t in declared_inputs]
+        self.accepted: list[tuple[int, ...]] | None = None  # shapes, in declaration order
+
+    def check(self, feeds) -> dict[str, np.ndarray]:
+        accepted = self.accepted
+        if accepted is not None and type(feeds) is dict and len(feeds) == len(accepted):
+            checked = {}
+            for (name, dtype), shape in zip(self.dtypes, accepted):
+                array = feeds.get(name)
+                if (type(array) is not np.ndarray or array.dtype != dtype or array.shape != shape
+                        or not array.flags.c_contiguous or not array.dtype.isnative):
+                    break
+                checked[name] = array
+            else:
+                return checked
+        checked = check_feeds(self.declared_inputs, feeds)
+        self.accepted = [tuple(array.shape) for array in checked.values()]
+        return checked

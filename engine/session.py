@@ -13,7 +13,7 @@ from ..backends.base import BACKENDS, Backend, Execution, Step
 from .callbacks import Observer, StopRun
 from .continuation import Continuation
 from .errors import HostMemoryError, InputError, UnsupportedOpError, WgnnError
-from .feeds import check_feeds
+from .feeds import FeedChecker
 from .geometry import finalize
 from .graph import Node
 from .memory import Lifetime, MemoryPlan
@@ -42,6 +42,7 @@ class Session:
         load_backends()
         self.interpreter = interpreter
         self.graph = interpreter.graph
+        self._feed_checker = FeedChecker(self.graph.inputs)
         self.config = config
         unknown = [p for p in config.providers if p not in BACKENDS]
         if unknown:
@@ -317,7 +318,7 @@ class Session:
         return extra
 
     def _check_feeds(self, feeds: dict) -> dict[str, np.ndarray]:
-        return check_feeds(self.graph.inputs, feeds)
+        return self._feed_checker.check(feeds)
 
     # ----------------------------------------------------------------- report
     def report(self) -> dict:

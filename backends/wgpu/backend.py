@@ -540,7 +540,7 @@ class WgpuBackend(Backend):
                 if data.nbytes:
                     buffer, offset, _ = self.locations[name]
                     try:
-                        queue.write_buffer(buffer, offset, data.tobytes())
+                        queue.write_buffer(buffer, offset, data)
                     except Exception as exc:
                         raise self._device_error(exc, [], f'uploading tensor "{name}"') from None
             executions = [execution for _, execution in segment.steps]
@@ -751,9 +751,9 @@ class WgpuBackend(Backend):
         if placement.layout == "nc4hw4":
             element = np.float16 if placement.half else np.float32
             blocks = math.prod(nc4hw4_dims(spec.shape)) * 4
-            return unpack_nc4hw4(np.frombuffer(raw, element, count=blocks).astype(np.float32), spec.shape)
+            return unpack_nc4hw4(np.frombuffer(raw, element, count=blocks).astype(np.float32, copy=False), spec.shape)
         array = np.frombuffer(raw, dtype=_NUMPY_GPU[spec.dtype], count=spec.size)
-        return array.astype(spec.dtype).reshape(spec.shape)
+        return array.astype(spec.dtype, copy=False).reshape(spec.shape)  # read-only when raw is bytes
 
 
 _NUMPY_GPU = {"float32": np.float32, "int64": np.int32, "int32": np.int32, "bool": np.uint32}

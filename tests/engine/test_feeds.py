@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from wgnn.engine.errors import InputError
-from wgnn.engine.feeds import check_feeds, lossless_cast
+from wgnn.engine.feeds import FeedChecker, check_feeds, lossless_cast
 from wgnn.engine.graph import TensorInfo
 from wgnn.engine.session import Session
 
@@ -216,3 +216,33 @@ def test_session_errors_come_from_check_feeds(session):
         session.run(None, {**ok, "ids": np.zeros((4, 3), np.int64)})
     with pytest.raises(InputError, match="float -> int"):
         session.run(None, {**ok, "ids": np.zeros((2, 3), np.float32)})
+
+
+# ------------------------------------------------------------------------- repeat-call fast path
+def test_feed_checker_repeats_pass_through_and_anything_different_is_checked_in_full():
+    checker = FeedChecker(INPUTS)
+    first = good()
+    assert all(checker.check(first)[name] is value for name, value in first.items())
+    again = good()
+    assert all(checker.check(again)[name] is value for name, value in again.items())  # the fast path
+    # Each of these differs from the accepted call in one way the fast path must not wave through.
+    bad = [({**good(), "ids": good()["ids"].astype(np.int32)}, None),  # widened: converted, not refused
+           ({**good(), "ids": good()["ids"].astype(np.float32)}, "int"),
+           ({**good(), "mask": np.ones((2, 4), bool)}, "seq"),  # symbol bound to 5 by "ids"
+           ({**good(), "image": np.ma.zeros((2, 3, 4), np.float32)}, "masked"),
+           ({"image": good()["image"], "ids": good()["ids"], "maks": good()["mask"]}, "did you mean"),
+           ({**good(), "image": good()["image"].tolist()}, None),  # Python lists take the dtype
+           ({**good(), "image": np.zeros((2, 4, 3), np.float32).transpose(0, 2, 1)}, None)]
+    for feeds, error in bad:
+        if error is None:
+            checked = checker.check(feeds)
+            assert all(a.dtype == np.dtype(t.dtype) and a.flags.c_contiguous
+                       for a, t in zip(checked.values(), INPUTS))
+        else:
+            with pytest.raises(InputError, match=error):
+                checker.check(feeds)
+    bigger = good(n=3, seq=2)
+    assert checker.check(bigger)["ids"] is bigger["ids"]  # new shapes: checked in full, then accepted
+    assert checker.accepted == [(3, 3, 4), (3, 2), (3, 2)]
+    with pytest.raises(InputError, match="seq"):
+        checker.check({**good(n=3, seq=2), "mask": np.ones((3, 5), bool)})
