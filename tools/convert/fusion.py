@@ -26,6 +26,7 @@ from .fusion_chains import CHAIN_PASSES
 from .fusion_conv_pool import fuse_conv_maxpool
 from .fusion_dwpw import fuse_depthwise_pointwise
 from .fusion_matmul import MATMUL_EPILOGUE_PASSES, fuse_erf_gelu
+from .fusion_resize import swap_resize_pointwise
 
 log = logging.getLogger("wgnn.convert")
 
@@ -57,12 +58,17 @@ class _Rewriter:
             return None
         return node
 
-    def add_initializer(self, value: np.ndarray, base: str) -> str:
+    def fresh_name(self, base: str) -> str:
+        """base, or base_<i>: a tensor name the graph does not use yet (reserved)."""
         name, i = base, 0
         while name in self.taken:
             i += 1
             name = f"{base}_{i}"
         self.taken.add(name)
+        return name
+
+    def add_initializer(self, value: np.ndarray, base: str) -> str:
+        name = self.fresh_name(base)
         self.graph.initializers[name] = np.asarray(value, order="C")
         return name
 
@@ -297,5 +303,5 @@ def fuse_activations(graph: Graph) -> None:
 # an activation is fused into it (the activation comes after bias, normalization and residual).
 FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_add_into_matmul,
                  *MATMUL_EPILOGUE_PASSES, fold_residual_add, fuse_erf_gelu, fuse_activations,
-                 fuse_depthwise_pointwise, fuse_conv_maxpool,
+                 swap_resize_pointwise, fuse_depthwise_pointwise, fuse_conv_maxpool,
                  *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion
