@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from wgnn.tools import peers
 
@@ -49,6 +50,30 @@ def test_missing_and_failing_peers_are_cells(monkeypatch):
     table = peers.markdown(result)
     assert "| resnet | failed [1] | " in table and "| not installed | not installed |" in table
     assert "[1] wgnn wgpu on resnet: failed: cannot run this" in table
+
+
+def test_a_peer_with_a_wrong_answer_is_not_timed(monkeypatch):
+    """A runner whose outputs are off by more than WRONG_RESULT is a "wrong result" cell with a note,
+    not a time."""
+    def off_by_one(model, data, feeds, workdir):
+        run = peers._onnxruntime(model, data, feeds, workdir)
+        return lambda: [np.asarray(out) + 1.0 for out in run()]
+
+    loaders = peers.peer_loaders
+    monkeypatch.setattr(peers, "peer_loaders", lambda adapter: {**loaders(adapter), "wgnn numpy": off_by_one})
+    result = peers.run_peers(["resnet"], ["wgnn numpy", "onnxruntime"], runs=2, warmup=0, show_progress=False)
+    cell = result["models"][0]["peers"]["wgnn numpy"]
+    assert cell["status"].startswith("wrong result (max relative error") and "median_ms" not in cell
+    table = peers.markdown(result)
+    assert "| resnet | wrong result [1] | " in table and "[1] wgnn numpy on resnet: wrong result" in table
+
+
+@pytest.mark.skipif(peers.find_spec("wonnx") is None, reason="wonnx is not installed")
+def test_wonnx_runs_a_gemm_classifier():
+    """wonnx's Gemm takes B as (K, N) only and its run() flat sequences: the loader adapts both."""
+    result = peers.run_peers(["mobilenetv2"], ["onnxruntime", "wonnx"], runs=1, warmup=0, show_progress=False)
+    cell = result["models"][0]["peers"]["wonnx"]
+    assert cell["status"] == "ok" and cell["max_rel_error"] < 1e-4
 
 
 def test_unknown_peer_is_an_error(capsys):
