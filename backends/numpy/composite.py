@@ -1,5 +1,6 @@
-"""Fused ops that the numpy backend runs as the steps they were fused from (ConvDwPw, ConvMaxPool):
-building those sub-steps, and the memory of the tensor one passes to the next.
+"""Fused ops that the numpy backend runs as the steps they were fused from (ConvDwPw, ConvPw,
+ConvMaxPool, GlobalPoolMatMul): building those sub-steps, and the memory of the tensor one passes
+to the next.
 
 The intermediate tensor gets its own array when small, else a range of the backend's shared
 scratch past what the sub-steps' own conv plans use there: steps run one at a time, and the plans
@@ -54,3 +55,44 @@ class Intermediate:
             self.base = memory.base
             self.buffer = memory[self.offset:].view(self.spec.dtype).reshape(self.spec.shape)
         return self.buffer
+
+
+def conv_stage(step: Step, suffix: str, attrs: dict, inputs: list[int], output: TensorSpec,
+               source: tuple[str, TensorSpec] | None = None) -> Step:
+    """The Conv step of one stage, reading the fused step's inputs of the given indices (the first
+    one replaced by `source`, (name, spec), for the stage reading the first stage's result)."""
+    given = list(step.inputs) + [""] * 6
+    specs = list(step.input_specs) + [None] * 6
+    values = list(step.input_values or []) + [None] * 6
+    names, specs, values = [given[i] for i in inputs], [specs[i] for i in inputs], [values[i] for i in inputs]
+    if source is not None:
+        names[0], specs[0], values[0] = source[0], source[1], None
+    return sub_step(step, "Conv", suffix, attrs, names, specs, values, output)
+
+
+class ConvThenPointwise:
+    """A conv and the 1x1 conv reading it (ConvDwPw, ConvPw: inputs x, w, b, w_pw, b_pw, residual)
+    as two prepared Conv executions, the first one's result in memory of the step."""
+
+    def __init__(self, ex, first: str, first_attrs: dict, channels: int):
+        from .kernel import KERNELS, NumpyExecution
+
+        step, attrs = ex.step, ex.attrs
+        out = step.output_specs[0]
+        middle = TensorSpec((out.shape[0], channels, *out.shape[2:]), out.dtype)
+        window = {k: attrs[k] for k in ("strides", "dilations", "pads", "auto_pad")}
+        pw = {k: attrs[k] for k in ("activation", "activation_alpha", "activation_beta")}
+        kernel = KERNELS["Conv"]
+        one = conv_stage(step, first, {**window, **first_attrs}, [0, 1, 2], middle)
+        two = conv_stage(step, "pw", pw, [0, 3, 4, 5], out, source=(one.outputs[0], middle))
+        self.stages = [NumpyExecution(ex.backend, one, kernel), NumpyExecution(ex.backend, two, kernel)]
+        for stage in self.stages:
+            stage.prepare()
+        self.middle_memory = Intermediate(ex.backend, middle, self.stages)
+
+    def run(self, backend, inputs, outputs) -> None:
+        x, w, b, w_pw, b_pw, residual = (list(inputs) + [None] * 6)[:6]
+        middle = self.middle_memory.array(backend)
+        first, pointwise = self.stages
+        first.run([x, w, b], [middle])
+        pointwise.run([middle, w_pw, b_pw, residual], outputs)

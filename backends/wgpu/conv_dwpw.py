@@ -37,16 +37,16 @@ def pack_pointwise_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(o4, 4, c4, 4).transpose(2, 0, 3, 1))
 
 
-def _has(step: Step, i: int) -> bool:
+def has_input(step: Step, i: int) -> bool:
     return i < len(step.inputs) and bool(step.inputs[i])
 
 
-def _value(step: Step, i: int, size: int) -> np.ndarray:
+def value_or_zeros(step: Step, i: int, size: int) -> np.ndarray:
     """Input i's value, or zeros of `size` where it is absent."""
-    return step.input_values[i] if _has(step, i) else np.zeros(size, np.float32)
+    return step.input_values[i] if has_input(step, i) else np.zeros(size, np.float32)
 
 
-def _expression(step: Step, attr: str) -> tuple[str, str | None]:
+def activation_expression(step: Step, attr: str) -> tuple[str, str | None]:
     kind = step.attrs[attr]
     if not kind:
         return "v", None
@@ -75,7 +75,7 @@ class ConvDwPwGpu(GpuExecution):
             return f"strides {strides}, dilations {dilations}: the GPU kernel runs stride 1 or 2, dilation 1"
         if wp[0] > 4 * MAX_SLICES:
             return f"{wp[0]} output channels: the GPU kernel computes at most {4 * MAX_SLICES}"
-        return _expression(step, "dw_activation")[1] or _expression(step, "activation")[1]
+        return activation_expression(step, "dw_activation")[1] or activation_expression(step, "activation")[1]
 
     @classmethod
     def layouts(cls, step: Step) -> tuple[str, ...]:
@@ -110,18 +110,19 @@ class ConvDwPwGpu(GpuExecution):
         # like the biases, so the pair is packed once per session).
         channels = x.shape[1]
         biases = self.packed_constant("biases", step.input_values[W_DW], lambda _: np.concatenate(
-            [pack_channels(_value(step, B_DW, channels)), pack_channels(_value(step, B_PW, cout))]))
-        residual = step.inputs[RESIDUAL] if _has(step, RESIDUAL) else step.inputs[0]
-        r = step.input_specs[RESIDUAL] if _has(step, RESIDUAL) else x
+            [pack_channels(value_or_zeros(step, B_DW, channels)), pack_channels(value_or_zeros(step, B_PW, cout))]))
+        residual = step.inputs[RESIDUAL] if has_input(step, RESIDUAL) else step.inputs[0]
+        r = step.input_specs[RESIDUAL] if has_input(step, RESIDUAL) else x
         blocks, rows = ceil_div(ow, BLOCK[0]), ceil_div(oh, BLOCK[1])
         count = n * rows * blocks
         attrs = step.attrs
-        params = [count, blocks, strides[0], c4s, o4s, int(_has(step, RESIDUAL)), *begin,
+        params = [count, blocks, strides[0], c4s, o4s, int(has_input(step, RESIDUAL)), *begin,
                   float(attrs["dw_activation_alpha"]), float(attrs["dw_activation_beta"]),
                   float(attrs["activation_alpha"]), float(attrs["activation_beta"]), rows, 0, 0, 0,
                   *accessor_params(x), *accessor_params(y), *accessor_params(r)]
         text = feature_map_text(self, {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 4, 21, True),
                                        "r": (residual, 5, 26, False)}, half=half)
         text.update(ACC="f32", WD_DECL=wd_decl, WP_DECL=wp_decl, DW=STRIDES[strides[0]],
-                    DW_ACT=_expression(step, "dw_activation")[0], ACT=_expression(step, "activation")[0])
+                    DW_ACT=activation_expression(step, "dw_activation")[0],
+                    ACT=activation_expression(step, "activation")[0])
         self.dispatch(KERNEL, [step.inputs[0], wd, wp, biases, step.outputs[0], residual], params, count, text=text)

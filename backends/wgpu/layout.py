@@ -183,10 +183,17 @@ class LayoutPlanner:
 
     def choose(self, step: Step, execution) -> str:
         options = execution.layouts(step)
-        if NC4HW4 not in options or not any(is_feature_map(s) for s in step.output_specs):
+        if NC4HW4 not in options:
             return LINEAR
-        if options[0] == NC4HW4:
+        maps_out = any(is_feature_map(s) for s in step.output_specs)
+        # A step preferring NC4HW4 that reads a feature map keeps it so even when its outputs are
+        # not images (GlobalPoolMatMul: [N, K] logits), rather than pay a conversion before it.
+        maps_in = any(is_feature_map(step.input_specs[i]) for i in execution.layout_inputs(step)
+                      if i < len(step.input_specs) and step.input_specs[i] is not None)
+        if options[0] == NC4HW4 and (maps_out or maps_in):
             return NC4HW4
+        if not maps_out:
+            return LINEAR
         inputs = [n for i, n in enumerate(step.inputs) if n and i in execution.layout_inputs(step)]
         return NC4HW4 if any(self.placement(n).layout == NC4HW4 for n in inputs) else LINEAR
 

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 from helpers import Const, gpu_adapters, make_model
 from onnx import TensorProto, helper, numpy_helper
+from wgnn.backends.wgpu import conv_paths
 from wgnn.backends.wgpu.backend import LOOP_BUDGET
 from wgnn.backends.wgpu.layout import nc4hw4_dims, texture_extent
 from wgnn.backends.wgpu.loader import pipeline_cache
@@ -286,15 +287,15 @@ def test_zoo_model_runs_nc4hw4_with_one_conversion(name, adapter, storage):
             error = float(np.abs(have.astype(np.float64) - want).max() / np.abs(want).max())
             assert error <= 1e-3, f"{name} batch {batch}: max rel error {error:.3g}"
         found = layouts(sess)
-        assert set(found["Conv"]) == {"nc4hw4"} and set(found["GlobalPool"]) == {"nc4hw4"}
-        converts = [(s.inputs[0], s.attrs["layout"]) for seg in sess.session.segments for s, _ in seg.steps
-                    if s.op.op_type == "Convert"]
-        # The first conv reads the 3-channel image linear; the pooled features reach the Gemm as
-        # they are from a buffer (their conversion and the Flatten are views), converted from a texture.
-        assert [c[1] for c in converts] == ["linear"]
-        assert sess.report()["views"] == (1 if storage == "texture" else 2)
-        # A resize compiles nothing and keeps the repacked weights' buffers.
-        buffers = {k: id(v[1]) for k, v in backend.packed.items()}
+        # The first conv reads the 3-channel image linear; the pooling head (GlobalPoolMatMul) reads
+        # the last feature map as it is and writes the [N, K] logits: no conversion, no view.
+        assert set(found["Conv"]) == {"nc4hw4"} and set(found["GlobalPoolMatMul"]) == {"nc4hw4"}
+        assert [s for seg in sess.session.segments for s, _ in seg.steps if s.op.op_type == "Convert"] == []
+        assert sess.report()["views"] == 0
+        # A resize compiles nothing and keeps the repacked weights' buffers (scratch buffers, sized
+        # by the batch, are made anew).
+        scratch = [id(token) for token in conv_paths._SCRATCH_TOKENS.values()]
+        buffers = {k: id(v[1]) for k, v in backend.packed.items() if id(v[0]) not in scratch}
         if compiled is None:
             compiled, packed = pipeline_cache(backend.context).compiled, buffers
         assert pipeline_cache(backend.context).compiled == compiled

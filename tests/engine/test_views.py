@@ -97,18 +97,19 @@ def test_a_view_of_a_graph_input(adapter):
 @pytest.mark.parametrize("channels, views", [(8, 2), (6, 1)])
 def test_pooled_features_reach_the_gemm_without_copies(adapter, channels, views):
     """Conv -> GlobalAveragePool -> Flatten -> Gemm: with whole slices of channels the NC4HW4 ->
-    linear conversion is a view too; with 6 channels (lanes padded) it converts."""
+    linear conversion is a view too; with 6 channels (lanes padded) it converts. (The Gemm's
+    weights are an input: with constant ones the three ops fuse into one GlobalPoolMatMul.)"""
     w = rng.standard_normal((channels, 3, 3, 3)).astype(np.float32)
-    g = rng.standard_normal((channels, 5)).astype(np.float32)
+    feeds = {"x": rng.standard_normal((2, 3, 6, 7)).astype(np.float32),
+             "g": rng.standard_normal((channels, 5)).astype(np.float32)}
     model = graph_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
                          helper.make_node("GlobalAveragePool", ["c"], ["p"]),
                          helper.make_node("Flatten", ["p"], ["f"]),
                          helper.make_node("Gemm", ["f", "g"], ["y"])],
-                        [("x", [2, 3, 6, 7])], ["y"], {"w": w, "g": g})
-    x = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
-    check_model(model, {"x": x}, backends=["numpy", f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
+                        [("x", [2, 3, 6, 7]), ("g", [channels, 5])], ["y"], {"w": w})
+    check_model(model, feeds, backends=["numpy", f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
     session = gpu_session(model, adapter)
-    session.run(None, {"x": x})
+    session.run(None, feeds)
     assert session.report()["views"] == views
 
 

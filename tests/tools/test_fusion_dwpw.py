@@ -186,12 +186,13 @@ def test_refuses_a_depthwise_output_read_in_a_subgraph():
 
 
 def test_refuses_a_regular_3x3_conv():
+    """A one-group 3x3 conv and its 1x1 reader are ConvPw's pair (tools/convert/fusion_conv_pw.py)."""
     model, _feeds = block(c=4, cout=4)
     conv = model.graph.node[0]
     conv.attribute.remove(next(a for a in conv.attribute if a.name == "group"))
     model.graph.initializer[0].CopyFrom(numpy_helper.from_array(r(4, 4, 3, 3), "wd"))
     ops = [n.op_type for n in wgnn.convert(model).graph.nodes]
-    assert ops == ["Conv", "Conv"]
+    assert ops == ["ConvPw"]
 
 
 def test_zoo_mobilenetv2_end_to_end(monkeypatch):

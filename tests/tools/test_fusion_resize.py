@@ -102,8 +102,8 @@ def test_axes_non_integer_scales_no_bias_and_groups():
 
 
 def test_a_chain_of_projections_moves_the_resize_past_all_of_them():
-    model, feeds = upsample_project(c=6, cout=4)
-    model.graph.initializer.append(numpy_helper.from_array(r(3, 4, 1, 1), "w2"))
+    model, feeds = upsample_project(c=24, cout=20)  # 20 channels between: no ConvPw pair
+    model.graph.initializer.append(numpy_helper.from_array(r(3, 20, 1, 1), "w2"))
     model.graph.node[-1].output[0] = "y1"
     model.graph.node.append(helper.make_node("Conv", ["y1", "w2"], ["y"]))
     check(model, feeds, ["Conv", "Conv", "Resize"])
@@ -137,7 +137,8 @@ def test_zoo_unet_end_to_end():
     order = [n.op_type for n in graph.nodes]
     resize = order.index("Resize")
     projection = graph.nodes[resize - 1]
-    assert projection.op_type == "Conv" and projection.outputs[0] == graph.nodes[resize].inputs[0]
+    # conv_23 (3x3) and the moved 1x1 then fuse into one ConvPw
+    assert projection.op_type == "ConvPw" and projection.outputs[0] == graph.nodes[resize].inputs[0]
     feeds = example_inputs(model)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for config in [wgnn.Config(providers=("numpy",))] + [wgnn.Config(providers=("wgpu",), adapter=a) for a in ADAPTERS]:

@@ -22,7 +22,7 @@ MAX_OUTPUT_CHANNELS = 32  # 8 vec4 slices of sums per pixel in the GPU kernel
 WINDOW_ATTRS = ("strides", "dilations", "pads", "auto_pad")
 
 
-def _constant(graph: Graph, name: str) -> bool:
+def constant(graph: Graph, name: str) -> bool:
     """Whether an optional input is absent or an initializer."""
     return not name or name in graph.initializers
 
@@ -33,24 +33,29 @@ def _depthwise(graph: Graph, node: Node) -> bool:
         return False
     attrs = node.attrs
     strides = list(attrs.get("strides") or [1, 1])
-    return (attrs.get("group", 1) == weight.shape[0] and not node.input(3) and _constant(graph, node.input(2))
+    return (attrs.get("group", 1) == weight.shape[0] and not node.input(3) and constant(graph, node.input(2))
             and all(d == 1 for d in attrs.get("dilations") or [1, 1])
             and strides in ([1, 1], [2, 2]))
 
 
-def _pointwise(graph: Graph, node: Node, channels: int) -> bool:
+def pointwise(graph: Graph, node: Node, channels: int, most_outputs: int) -> bool:
+    """A 1x1 stride-1 one-group Conv over `channels` inputs with at most most_outputs outputs,
+    constant weights and bias."""
     weight = graph.initializers.get(node.input(1))
     if weight is None or weight.ndim != 4 or tuple(weight.shape[1:]) != (channels, 1, 1):
         return False
     attrs = node.attrs
     # A 1x1 stride-1 window pads nothing under any auto_pad mode; explicit pads must be zero.
-    return (weight.shape[0] <= MAX_OUTPUT_CHANNELS and attrs.get("group", 1) == 1
+    return (weight.shape[0] <= most_outputs and attrs.get("group", 1) == 1
             and all(s == 1 for s in attrs.get("strides") or [1, 1])
-            and not any(attrs.get("pads") or []) and _constant(graph, node.input(2)))
+            and not any(attrs.get("pads") or []) and constant(graph, node.input(2)))
 
 
-def fuse_depthwise_pointwise(graph: Graph) -> None:
-    from .fusion import _Rewriter  # fusion.py lists this pass: imported when it runs
+def fuse_conv_pairs(graph: Graph, op_type: str, first_ok, prefix: str, most_outputs: int) -> None:
+    """Each Conv accepted by first_ok(graph, node) whose output only a pointwise Conv (at most
+    most_outputs outputs) reads becomes, with it, one op_type node: inputs x, w, b, w_pw, b_pw,
+    residual; the first conv's window attributes and its activation as `<prefix>_activation*`."""
+    from .fusion import _Rewriter  # fusion.py lists the passes: imported when they run
 
     rw = _Rewriter(graph)
     hidden = None
@@ -58,26 +63,30 @@ def fuse_depthwise_pointwise(graph: Graph) -> None:
         if pw.op_type != "Conv" or id(pw) in rw.removed:
             continue
         name = pw.input(0)
-        dw = rw.producer(name, ("Conv",))
-        if dw is None or not rw.sole_reader(name, pw) or not _depthwise(graph, dw):
+        first = rw.producer(name, ("Conv",))
+        if first is None or first is pw or not rw.sole_reader(name, pw) or not first_ok(graph, first):
             continue
-        if not _pointwise(graph, pw, graph.initializers[dw.input(1)].shape[0]):
+        if not pointwise(graph, pw, graph.initializers[first.input(1)].shape[0], most_outputs):
             continue
         if hidden is None:
             hidden = _subgraph_reads(graph)
         if name in hidden:
             continue
-        attrs = {key: dw.attrs[key] for key in WINDOW_ATTRS if key in dw.attrs}
-        attrs.update(dw_activation=dw.attrs.get("activation", ""),
-                     dw_activation_alpha=float(dw.attrs.get("activation_alpha", 0.0)),
-                     dw_activation_beta=float(dw.attrs.get("activation_beta", 0.0)),
+        attrs = {key: first.attrs[key] for key in WINDOW_ATTRS if key in first.attrs}
+        attrs.update({f"{prefix}_activation": first.attrs.get("activation", ""),
+                      f"{prefix}_activation_alpha": float(first.attrs.get("activation_alpha", 0.0)),
+                      f"{prefix}_activation_beta": float(first.attrs.get("activation_beta", 0.0))},
                      activation=pw.attrs.get("activation", ""),
                      activation_alpha=float(pw.attrs.get("activation_alpha", 0.0)),
                      activation_beta=float(pw.attrs.get("activation_beta", 0.0)))
         # The fused node takes the pointwise conv's place (after its residual's producer) and name.
-        pw.op_type = "ConvDwPw"
-        pw.inputs = [dw.input(0), dw.input(1), dw.input(2), pw.input(1), pw.input(2), pw.input(3)]
+        pw.op_type = op_type
+        pw.inputs = [first.input(0), first.input(1), first.input(2), pw.input(1), pw.input(2), pw.input(3)]
         pw.attrs = attrs
-        rw.removed.add(id(dw))
+        rw.removed.add(id(first))
         graph.value_info.pop(name, None)
-    rw.finish("fuse_depthwise_pointwise")
+    rw.finish(f"fuse {op_type}")
+
+
+def fuse_depthwise_pointwise(graph: Graph) -> None:
+    fuse_conv_pairs(graph, "ConvDwPw", _depthwise, "dw", MAX_OUTPUT_CHANNELS)
