@@ -126,7 +126,8 @@ def holdout_cases() -> list[ConvCase]:
 
 
 def case_model(case: ConvCase) -> bytes:
-    """x -> Conv 1x1 (so the conv reads an NC4HW4 map) -> the case's Conv with bias -> Relu."""
+    """x -> Conv 1x1 (so the conv reads an NC4HW4 map) -> the case's Conv with bias -> Relu. The
+    1x1 conv's output is a graph output too, so that the two convs never fuse (ConvPw, ConvDwPw)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -140,7 +141,7 @@ def case_model(case: ConvCase) -> bytes:
              helper.make_node("Relu", ["c"], ["y"])]
     graph = helper.make_graph(
         nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, case.cin, case.size, case.size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("y", "h")],
         [numpy_helper.from_array(v.astype(np.float32), name) for name, v in weights.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8

@@ -7,7 +7,9 @@ Paths (all with bias, residual and fused activation in the epilogue):
   FMA, for output channels padded to 16); depthwise convs by 4 x 4 pixel blocks
   (depthwise3x3_nc4hw4.wgsl, 3x3 stride 1; depthwise3x3s2_nc4hw4.wgsl, 3x3 stride 2) or row
   segments (depthwise_nc4hw4.wgsl). Weights are
-  repacked once as 4x4 matrices per input slice and tap.
+  repacked once as 4x4 matrices per input slice and tap. For one group and one input slice (an
+  RGB network's stem) conv_stem_nc4hw4.wgsl: 4 output pixels x all output slices per invocation,
+  taps unrolled with the weights and bias written into its text as literals (stem_text).
 - "gemm1x1": 1x1, stride 1, no padding, one group: a GEMM over pixels x channels, 4 output slices
   x 16 pixels per invocation (gemm1x1_nc4hw4.wgsl).
 - "winograd2" / "winograd4": 3x3, stride 1, dilation 1, one group: Winograd F(2,3) / F(4,3) in
@@ -31,6 +33,7 @@ every epilogue: bias, residual, activation) stay 32-bit.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass, replace
@@ -54,6 +57,7 @@ NC4HW4_PIXELS = 8  # output pixels along W per invocation of the direct kernels
 # f16 storage alone: 2.9e-4), so they add each slice's 4 f16 products (one mat4x4 x vec4) into f32
 # sums. The 3x3 depthwise sums 9 products: f16 throughout (6e-4 RMS).
 HALF_SUMS = {"conv/conv_nc4hw4.wgsl": "f32", "conv/conv4_nc4hw4.wgsl": "f32", "conv/gemm1x1_nc4hw4.wgsl": "f32",
+             "conv/conv_stem_nc4hw4.wgsl": "f32",
              "conv/winograd_gemm.wgsl": "f32", "conv/depthwise3x3_nc4hw4.wgsl": "f16",
              "conv/depthwise3x3s2_nc4hw4.wgsl": "f16"}
 # Winograd units whose GEMM may multiply in 16 bits. F(4,3)'s output transform (coefficients up to
@@ -64,6 +68,19 @@ F16_MAX = 65504.0  # largest finite f16
 # lavapipe (MobileNetV2's stride-2 depthwise convs): 4 x 2, 4 x 4 and 4 x 8 alike, 8-wide ~8% slower.
 DW_S2_BLOCK = (4, 4)
 DW_SEGMENT = 16  # output pixels per invocation of depthwise_nc4hw4.wgsl (4 at a time; 4 to 32 measured alike)
+STEM_KERNEL = "conv/conv_stem_nc4hw4.wgsl"
+# conv_stem_nc4hw4.wgsl (measured on lavapipe, ResNet's and MobileNetV2's stems at 32 and 224): 4
+# output pixels per invocation ran 10-15% faster than 2 (8: alike, 1.5-3x the compile time); groups
+# of 8 output slices ~13% faster than 4 (the input is loaded once per group, accumulators spill).
+STEM_PIXELS = 4  # output pixels along W per invocation
+STEM_SLICES = 8  # output slices per group of its accumulators (groups run one after another)
+# Input slices it runs. It also won with 2 to 4 (8->8 3x3 at 32x32 1.5x, 16->16 at 56x56 1.6x), but
+# its pipeline is compiled per conv (its weights are in the text): 0.05-0.25 s each, for every conv
+# that may take it, so only stems (one per model) do.
+STEM_INPUT_SLICES = 1
+# The most vec4 multiply-adds its text unrolls (taps x input channels x output slices x pixels):
+# lavapipe's compile time grows faster than that count (0.07 s at 432, 0.5 s at 2352, 1.8 s at 4704).
+STEM_PRODUCTS = 2400
 
 
 @dataclass(frozen=True)
@@ -244,7 +261,106 @@ def direct_variants(step: Step, kind: str, geo: dict) -> dict[str, KernelCost]:
         variants["conv/conv4_nc4hw4.wgsl"] = _with_weights(KernelCost(
             n * quads * oh * ceil_div(ow, px), taps * cg4 * px + block * residual, block, taps * cg4 * block * 4),
             step, taps * cg4 * 4 * SLICE_BLOCK)
+    if stem_fits(step, geo):
+        variants[STEM_KERNEL] = stem_cost(n, cout, oh, ow, x[1], geo, residual)
     return variants
+
+
+def stem_fits(step: Step, geo: dict) -> bool:
+    """Whether conv_stem_nc4hw4.wgsl runs this conv: one group, at most STEM_INPUT_SLICES input
+    slices, at most STEM_PRODUCTS multiply-adds to unroll, finite weights and bias (literals)."""
+    cin, cout = step.input_specs[0].shape[1], step.output_specs[0].shape[1]
+    products = geo["kernel"][0] * geo["kernel"][1] * cin * ceil_div(cout, 4) * STEM_PIXELS
+    if geo["group"] != 1 or ceil_div(cin, 4) > STEM_INPUT_SLICES or products > STEM_PRODUCTS:
+        return False
+    values = [v for v in (step.input_values or [])[1:3] if v is not None]
+    return all(np.isfinite(v).all() for v in values)
+
+
+def stem_groups(cout: int) -> list[range]:
+    """conv_stem_nc4hw4.wgsl's output slices in groups of at most STEM_SLICES, balanced (10 slices
+    run as 5 + 5)."""
+    c4out = ceil_div(cout, 4)
+    count = ceil_div(c4out, STEM_SLICES)
+    size = ceil_div(c4out, count)
+    return [range(first, min(first + size, c4out)) for first in range(0, c4out, size)]
+
+
+def stem_step(geo: dict) -> int | None:
+    """Pixels' tap columns apart where the W stride is a multiple of the W dilation (neighbouring
+    pixels then share loaded columns), else None."""
+    sx, dx = geo["strides"][1], geo["dilations"][1]
+    return sx // dx if sx % dx == 0 and geo["kernel"][1] > 1 and STEM_PIXELS > 1 else None
+
+
+def stem_columns(geo: dict) -> list[tuple[str, list[tuple[int, int]]]]:
+    """The input columns one invocation loads per tap row and input slice (and group of output
+    slices): (WGSL column expression, the (pixel, tap column) pairs that read it)."""
+    kw, step, px = geo["kernel"][1], stem_step(geo), STEM_PIXELS
+    if step is None:
+        return [(f"cx0 + {p} * sx + {kx} * dx", [(p, kx)]) for p in range(px) for kx in range(kw)]
+    return [(f"cx0 + {j} * dx", [(p, j - p * step) for p in range(px) if 0 <= j - p * step < kw])
+            for j in range((px - 1) * step + kw)]
+
+
+def stem_cost(n: int, cout: int, oh: int, ow: int, cin: int, geo: dict, residual: int) -> KernelCost:
+    """Per invocation: the input columns of every tap row, input slice and group of output slices,
+    the residual, STEM_PIXELS x output slices stores, and one vec4 FMA per input channel (padding
+    lanes' products fold away), tap, output slice and pixel; no weight loads (literals)."""
+    c4in, c4out = ceil_div(cin, 4), ceil_div(cout, 4)
+    kh, kw = geo["kernel"]
+    px = STEM_PIXELS
+    loads = len(stem_groups(cout)) * kh * c4in * len(stem_columns(geo)) + px * c4out * residual
+    return KernelCost(n * oh * ceil_div(ow, px), loads, px * c4out, kh * kw * cin * c4out * px)
+
+
+def wgsl_literal(value: float, half: bool) -> str:
+    """`value` as a WGSL float literal that converts exactly to its f32 (or, with `half`, f16)
+    rounding: the shortest form where it parses back to that value, else the exact binary value."""
+    kind = np.float16 if half else np.float32
+    rounded = kind(np.clip(value, -F16_MAX, F16_MAX) if half else value)
+    if not np.isfinite(rounded):
+        raise WgnnError(f"weight {value} is not a finite float: it cannot be written into a kernel")
+    short = str(rounded)
+    return short if kind(float(short)) == rounded else repr(float(rounded))
+
+
+def stem_text(geo: dict, weights: np.ndarray, bias: np.ndarray | None, half: bool, acc: str) -> dict[str, str]:
+    """WEIGHTS and TAPS of conv_stem_nc4hw4.wgsl for this conv. WEIGHTS: a constant per output
+    slice, input channel and tap (a weight matrix's column; all-zero ones left out). TAPS: per group
+    of output slices its accumulators, per tap row and input slice the input columns (each loaded
+    once) times those constants, then the group's epilogue with the bias as literals."""
+    cout, cin, kh, kw = weights.shape
+    real = "f16" if half else "f32"
+    constants, names = [], {}
+    for ky, kx, o4, i in np.ndindex(kh, kw, ceil_div(cout, 4), cin):
+        values = [weights[o, i, ky, kx] if o < cout else 0.0 for o in range(o4 * 4, o4 * 4 + 4)]
+        if any(values):
+            names[ky, kx, o4, i] = f"k{ky}_{kx}_{o4}_{i}"
+            literals = ", ".join(wgsl_literal(v, half) for v in values)
+            constants.append(f"const {names[ky, kx, o4, i]} = vec4<{real}>({literals});")
+    lines = []
+    for group in stem_groups(cout):
+        lines.append("    {")
+        lines += [f"        var a{s}_{p} = vec4<{acc}>(0.0);" for s in range(len(group)) for p in range(STEM_PIXELS)]
+        for ky in range(kh):
+            lines.append(f"        {{ let iy = iy0 + {ky} * dy; let row = iy >= 0 && iy < p(18u);")
+            for c in range(ceil_div(cin, 4)):
+                for where, taps in stem_columns(geo):
+                    lines.append(f"            {{ let x = tap(n, {c}, iy, {where}, row);")
+                    for (p, kx), (s, o4) in itertools.product(taps, enumerate(group)):
+                        terms = [f"{names[ky, kx, o4, i]} * x.{'xyzw'[i % 4]}"
+                                 for i in range(c * 4, min(cin, c * 4 + 4)) if (ky, kx, o4, i) in names]
+                        if terms:
+                            lines.append(f"              a{s}_{p} += vec4<{acc}>({' + '.join(terms)});")
+                    lines.append("            }")
+            lines.append("        }")
+        for s, o4 in enumerate(group):
+            b = "" if bias is None else \
+                f" + vec4<f32>({', '.join(wgsl_literal(v, False) for v in pack_channels(bias)[o4 * 4:o4 * 4 + 4])})"
+            lines += [f"        put(n, {o4}, oy, ox0 + {p}, vec4<f32>(a{s}_{p}){b});" for p in range(STEM_PIXELS)]
+        lines.append("    }")
+    return {"WEIGHTS": "\n".join(constants), "TAPS": "\n".join(lines)}
 
 
 def _with_weights(cost: KernelCost, step: Step, loads: float) -> KernelCost:
@@ -518,6 +634,10 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
     elif kernel == "conv/depthwise_nc4hw4.wgsl":
         blocks = ceil_div(ow, DW_SEGMENT)
         count, pack, head = n * c4out * oh * blocks, pack_depthwise_weights, [blocks, DW_SEGMENT, 0]
+    elif kernel == STEM_KERNEL:
+        blocks = ceil_div(ow, STEM_PIXELS)
+        prepare_stem(ex, geo, [n * oh * blocks, blocks, 0, c4in, *rest] + epilogue)
+        return
     elif kernel == "conv/conv4_nc4hw4.wgsl":
         blocks, quads = ceil_div(ow, NC4HW4_PIXELS), ceil_div(cout, 4 * SLICE_BLOCK)
         taps = geo["kernel"][0] * geo["kernel"][1]
@@ -535,6 +655,16 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
     tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
     ex.dispatch(kernel, tensors, [count, *head, *rest] + epilogue, count,
                 text={**feature_text(ex, kernel, x=0, y=3, r=4), **declaration})
+
+
+def prepare_stem(ex, geo: dict, params: list) -> None:
+    """conv_stem_nc4hw4.wgsl: its text carries the weights and bias, so it binds x, y, r only."""
+    step = ex.step
+    text = feature_text(ex, STEM_KERNEL, x=0, y=1, r=2)
+    bias = step.input_values[2] if has_bias(step) else None
+    text.update(stem_text(geo, step.input_values[1], bias, text["FLOAT"] == "f16", text["ACC"]))
+    text["PIXELS"] = str(STEM_PIXELS)
+    ex.dispatch(STEM_KERNEL, [step.inputs[0], step.outputs[0], residual_tensor(step)], params, params[0], text=text)
 
 
 def loop_iterations(step: Step, kind: str) -> int:
