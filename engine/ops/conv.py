@@ -21,6 +21,18 @@ ACTIVATION_ATTRS = {
     "activation_alpha": Attr("float", 0.0),
     "activation_beta": Attr("float", 0.0),
 }
+# A conv's window, as Conv and the fused conv ops (ConvDwPw, ConvPw, ConvMaxPool) take it.
+WINDOW_ATTRS = {
+    "strides": Attr("ints", []),
+    "dilations": Attr("ints", []),
+    "pads": Attr("ints", []),
+    "auto_pad": Attr("string", "NOTSET"),
+}
+
+
+def stage_activation_attrs(prefix: str) -> dict[str, Attr]:
+    """The fused activation of a fused op's first stage: <prefix>_activation, _alpha, _beta."""
+    return {f"{prefix}_{key}": attr for key, attr in ACTIVATION_ATTRS.items()}
 
 
 def check_activation(ctx: InferContext) -> None:
@@ -132,10 +144,7 @@ class Conv(OpDef):
     op_type = "Conv"
     family = "conv"
     attrs = {
-        "strides": Attr("ints", []),
-        "dilations": Attr("ints", []),
-        "pads": Attr("ints", []),
-        "auto_pad": Attr("string", "NOTSET"),
+        **WINDOW_ATTRS,
         "group": Attr("int", 1),
         **ACTIVATION_ATTRS,
     }

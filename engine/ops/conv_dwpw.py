@@ -15,8 +15,16 @@ from __future__ import annotations
 
 import math
 
-from .base import Attr, InferContext, OpDef, TensorSpec, register_op
-from .conv import ACTIVATION_ATTRS, check_activation, resolve_pads, spatial_list, window_count
+from .base import InferContext, OpDef, TensorSpec, register_op
+from .conv import (
+    ACTIVATION_ATTRS,
+    WINDOW_ATTRS,
+    check_activation,
+    resolve_pads,
+    spatial_list,
+    stage_activation_attrs,
+    window_count,
+)
 from .unary import UNARY_KINDS
 
 X, W_DW, B_DW, W_PW, B_PW, RESIDUAL = range(6)
@@ -37,13 +45,8 @@ class ConvDwPw(OpDef):
     op_type = "ConvDwPw"
     family = "conv"
     attrs = {
-        "strides": Attr("ints", []),
-        "dilations": Attr("ints", []),
-        "pads": Attr("ints", []),
-        "auto_pad": Attr("string", "NOTSET"),
-        "dw_activation": Attr("string", ""),
-        "dw_activation_alpha": Attr("float", 0.0),
-        "dw_activation_beta": Attr("float", 0.0),
+        **WINDOW_ATTRS,
+        **stage_activation_attrs("dw"),
         **ACTIVATION_ATTRS,
     }
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from .base import Attr, InferContext, OpDef, TensorSpec, get_op, register_op
-from .conv import ACTIVATION_ATTRS, window_count
+from .conv import ACTIVATION_ATTRS, WINDOW_ATTRS, window_count
 
 X, W, B = range(3)
 CONV_ATTRS = ("strides", "dilations", "pads", "auto_pad", "group", *ACTIVATION_ATTRS)
@@ -74,10 +74,7 @@ class ConvMaxPool(OpDef):
     op_type = "ConvMaxPool"
     family = "conv"
     attrs = {
-        "strides": Attr("ints", []),
-        "dilations": Attr("ints", []),
-        "pads": Attr("ints", []),
-        "auto_pad": Attr("string", "NOTSET"),
+        **WINDOW_ATTRS,
         "group": Attr("int", 1),
         **ACTIVATION_ATTRS,
         "pool_kernel_shape": Attr("ints"),

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 
-from .base import Attr, InferContext, OpDef, TensorSpec, get_op, register_op
-from .conv import ACTIVATION_ATTRS, check_activation
+from .base import InferContext, OpDef, TensorSpec, get_op, register_op
+from .conv import ACTIVATION_ATTRS, WINDOW_ATTRS, check_activation, stage_activation_attrs
 from .unary import UNARY_KINDS
 
 X, W, B, W_PW, B_PW, RESIDUAL = range(6)
-WINDOW_ATTRS = ("strides", "dilations", "pads", "auto_pad")
 
 
 def conv_context(ctx: InferContext) -> InferContext:
@@ -47,13 +46,8 @@ class ConvPw(OpDef):
     op_type = "ConvPw"
     family = "conv"
     attrs = {
-        "strides": Attr("ints", []),
-        "dilations": Attr("ints", []),
-        "pads": Attr("ints", []),
-        "auto_pad": Attr("string", "NOTSET"),
-        "conv_activation": Attr("string", ""),
-        "conv_activation_alpha": Attr("float", 0.0),
-        "conv_activation_beta": Attr("float", 0.0),
+        **WINDOW_ATTRS,
+        **stage_activation_attrs("conv"),
         **ACTIVATION_ATTRS,
     }
 

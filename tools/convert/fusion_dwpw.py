@@ -16,10 +16,10 @@ be read inside a subgraph, so nothing can observe it disappear.
 from __future__ import annotations
 
 from ...engine.graph import Graph, Node
+from ...engine.ops.conv import WINDOW_ATTRS
 from .quant import _subgraph_reads
 
 MAX_OUTPUT_CHANNELS = 32  # 8 vec4 slices of sums per pixel in the GPU kernel
-WINDOW_ATTRS = ("strides", "dilations", "pads", "auto_pad")
 
 
 def constant(graph: Graph, name: str) -> bool:
