@@ -74,6 +74,17 @@ def _written_by_a_submission(context, data: bytes):
     return target
 
 
+def _native_reader(context):
+    """NativeMapReader on this device, or a skip where this wgpu build lacks what it uses (then
+    make_reader falls back to map_sync, tested below)."""
+    from wgnn.backends.wgpu.readback import NativeMapReader
+
+    try:
+        return NativeMapReader(context.device)
+    except Exception as exc:  # any missing internal of another wgpu build
+        pytest.skip(f"this wgpu build has no wgpu-native internals for NativeMapReader: {exc}")
+
+
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_both_readers_read_what_a_submission_wrote_and_reject_a_buffer_they_cannot_map(adapter):
     import wgpu
@@ -81,16 +92,43 @@ def test_both_readers_read_what_a_submission_wrote_and_reject_a_buffer_they_cann
     from wgnn.backends.wgpu.readback import MapSyncReader, NativeMapReader
 
     context = get_context(adapter)
-    assert isinstance(context.reader, NativeMapReader)  # wgpu-native passes the self-check
-    for reader in (NativeMapReader(context.device), MapSyncReader(context.wgpu)):
+    native = _native_reader(context)
+    assert isinstance(context.reader, NativeMapReader)  # where it can be built, it passes the self-check
+    for reader in (native, MapSyncReader(context.wgpu)):
         for size in (16, 4096):
             data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
             assert reader.read(_written_by_a_submission(context, data), size) == data
     mapped = _written_by_a_submission(context, bytes(64))
     mapped.map_sync(context.wgpu.MapMode.READ)  # already mapped: a second map must fail, not hang
-    native = NativeMapReader(context.device)
     with pytest.raises((RuntimeError, wgpu.GPUError), match="mapped"):
         native.read(mapped, 64)
     mapped.unmap()
     data = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()  # the failed map's callback is not taken for this one
     assert native.read(_written_by_a_submission(context, data), 64) == data
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_make_reader_falls_back_to_map_sync(adapter, monkeypatch):
+    """A wgpu build without the internals, or a reader failing its self-check, gets map_sync."""
+    from wgnn.backends.wgpu import readback
+    from wgnn.backends.wgpu.context import get_context
+
+    context = get_context(adapter)
+
+    class Missing:
+        def __init__(self, device):
+            raise AttributeError("no wgpuBufferMapAsync here")
+
+    class Wrong:
+        def __init__(self, device):
+            pass
+
+        def read(self, buffer, size):
+            return bytes(size)
+
+    for substitute in (Missing, Wrong):
+        monkeypatch.setattr(readback, "NativeMapReader", substitute)
+        reader = readback.make_reader(context.wgpu, context.device)
+        assert isinstance(reader, readback.MapSyncReader)
+        data = rng.integers(0, 256, 32, dtype=np.uint8).tobytes()
+        assert reader.read(_written_by_a_submission(context, data), 32) == data
