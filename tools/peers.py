@@ -303,6 +303,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"[{i}] {note.replace('|', '/')}" for i, note in enumerate(notes, 1)]
+    lines += gpu_peer_ratios(result)
     missing = sorted({f"{peer}: {cell['status']}" for row in result["models"] for peer, cell in row["peers"].items()
                       if cell["status"].startswith("not installed")})
     if missing:
@@ -315,6 +316,23 @@ def markdown(result: dict) -> str:
               f"{env['adapter'] or 'none'}; {versions}. onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
               "ncnn: fp32 on its Vulkan device (pnnx-converted); wonnx: its own wgpu device."]
     return "\n".join(lines)
+
+
+GPU_PEERS = ("ncnn", "wonnx")  # the peers on the same adapter, which the issue's targets compare against
+
+
+def gpu_peer_ratios(result: dict) -> list[str]:
+    """One line per GPU peer: wgnn wgpu's median over the peer's, per model both ran right."""
+    lines = []
+    for peer in GPU_PEERS:
+        ratios = []
+        for row in result["models"]:
+            ours, theirs = row["peers"].get("wgnn wgpu"), row["peers"].get(peer)
+            if ours and theirs and ours["status"] == theirs["status"] == "ok":
+                ratios.append(f"{row['model']} x{ours['median_ms'] / theirs['median_ms']:.2f}")
+        if ratios:
+            lines.append(f"wgnn wgpu / {peer} (medians, same rounds): " + ", ".join(ratios) + ".")
+    return lines
 
 
 def run_peers(models: list[str], peers: list[str], *, runs: int = 21, warmup: int = 3, adapter=None,

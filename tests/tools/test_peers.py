@@ -76,6 +76,18 @@ def test_wonnx_runs_a_gemm_classifier():
     assert cell["status"] == "ok" and cell["max_rel_error"] < 1e-4
 
 
+def test_ratio_lines_against_the_gpu_peers():
+    """Under the table, wgnn wgpu's median over each GPU peer's, for the models both ran right."""
+    def cell(ms, status="ok"):
+        return {"status": status, "median_ms": ms} if status == "ok" else {"status": status}
+
+    result = {"models": [{"model": "resnet", "peers": {"wgnn wgpu": cell(1.0), "ncnn": cell(4.0),
+                                                       "wonnx": cell(0, "wrong result (max relative error 1.2)")}},
+                         {"model": "unet", "peers": {"wgnn wgpu": cell(3.0), "ncnn": cell(2.0), "wonnx": cell(30.0)}}]}
+    assert peers.gpu_peer_ratios(result) == ["wgnn wgpu / ncnn (medians, same rounds): resnet x0.25, unet x1.50.",
+                                             "wgnn wgpu / wonnx (medians, same rounds): unet x0.10."]
+
+
 def test_unknown_peer_is_an_error(capsys):
     assert peers.main(["--peers", "tensorflow"]) == 2
     assert "unknown model or peer ['tensorflow']" in capsys.readouterr().err
