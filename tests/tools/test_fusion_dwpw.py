@@ -14,6 +14,7 @@ from wgnn.models.zoo import build as build_zoo
 from wgnn.models.zoo import example_inputs
 from wgnn.tools.convert import fusion
 from wgnn.tools.convert.fusion_dwpw import fuse_depthwise_pointwise
+from wgnn.tools.convert.fusion_dwpw_expand import fuse_dwpw_expand
 
 import wgnn
 
@@ -196,9 +197,12 @@ def test_refuses_a_regular_3x3_conv():
 
 
 def test_zoo_mobilenetv2_end_to_end(monkeypatch):
+    """(Without fuse_dwpw_expand, which would then take each pair with the next expand conv.)"""
     model = build_zoo("mobilenetv2")
+    without_expand = tuple(p for p in fusion.FUSION_PASSES if p is not fuse_dwpw_expand)
+    monkeypatch.setattr(fusion, "FUSION_PASSES", without_expand)
     fused = wgnn.convert(model)
-    plain_passes = tuple(p for p in fusion.FUSION_PASSES if p is not fuse_depthwise_pointwise)
+    plain_passes = tuple(p for p in without_expand if p is not fuse_depthwise_pointwise)
     monkeypatch.setattr(fusion, "FUSION_PASSES", plain_passes)
     plain = wgnn.convert(model)
     count = lambda m, op: sum(n.op_type == op for n in m.graph.nodes)  # noqa: E731

@@ -26,6 +26,7 @@ from .fusion_chains import CHAIN_PASSES
 from .fusion_conv_pool import fuse_conv_maxpool
 from .fusion_conv_pw import fuse_conv_pointwise
 from .fusion_dwpw import fuse_depthwise_pointwise
+from .fusion_dwpw_expand import fuse_dwpw_expand
 from .fusion_matmul import MATMUL_EPILOGUE_PASSES, fuse_erf_gelu
 from .fusion_pool_matmul import fuse_globalpool_matmul
 from .fusion_resize import swap_resize_pointwise
@@ -305,6 +306,7 @@ def fuse_activations(graph: Graph) -> None:
 # an activation is fused into it (the activation comes after bias, normalization and residual).
 FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_add_into_matmul,
                  *MATMUL_EPILOGUE_PASSES, fold_residual_add, fuse_erf_gelu, fuse_activations,
-                 swap_resize_pointwise, fuse_depthwise_pointwise, fuse_conv_pointwise, fuse_conv_maxpool,
+                 swap_resize_pointwise, fuse_depthwise_pointwise, fuse_dwpw_expand, fuse_conv_pointwise,
+                 fuse_conv_maxpool,
                  fuse_globalpool_matmul,
                  *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion

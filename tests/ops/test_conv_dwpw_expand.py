@@ -1,0 +1,241 @@
+"""ConvDwPwExpand (engine/ops/conv_dwpw_expand.py) and fuse_dwpw_expand
+(tools/convert/fusion_dwpw_expand.py): a ConvDwPw and the next block's 1x1 expand Conv as one op.
+
+Each case converts an ONNX MobileNet-style pair (depthwise 3x3 + ReLU6, 1x1 project [+ residual],
+1x1 expand + ReLU6), checks the fused op types, that numpy computes exactly what the unfused graph
+computes on numpy, and that numpy and every GPU adapter (buffer and texture storage, fp16 storage,
+fp16-arith) match onnxruntime; the GPU runs the pair in one dispatch. Refusals keep the Conv."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from helpers import gpu_adapters
+from onnx import TensorProto, helper, numpy_helper
+from wgnn.backends.wgpu import loader
+from wgnn.engine.errors import ShapeError
+from wgnn.engine.graph import Graph, Model, Node, TensorInfo
+from wgnn.models.format import model_to_bytes
+from wgnn.models.zoo import example_inputs, mobilenetv2
+from wgnn.tools.convert import fusion
+from wgnn.tools.convert.fusion_dwpw_expand import fuse_dwpw_expand
+
+import wgnn
+
+rng = np.random.default_rng(7)
+FLOAT = TensorProto.FLOAT
+ADAPTERS = gpu_adapters()
+needs_gpu = pytest.mark.skipif(not ADAPTERS, reason="no GPU adapter (install mesa-vulkan-drivers)")
+KERNEL = "conv/dwpw_expand_nc4hw4.wgsl"
+
+
+def test_the_pass_runs_after_the_depthwise_pointwise_one():
+    passes = list(fusion.FUSION_PASSES)
+    assert passes.index(fuse_dwpw_expand) == passes.index(fusion.fuse_depthwise_pointwise) + 1
+
+
+def r(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def pair(c=6, project=4, expand=10, *, stride=1, residual=False, extra=None, size=(7, 9), batch=2,
+         ex_kernel=1, ex_stride=1, ex_weights_input=False):
+    """ONNX: depthwise Conv + Clip(0, 6), 1x1 Conv [+ Add r] -> blk, expand Conv + Clip(0, 6) -> y.
+    extra: another reader of blk: "relu" (a Relu node), "output" (blk a graph output), "subgraph"
+    (read inside an If branch)."""
+    out = [(s - 1) // stride + 1 for s in size]
+    inits = {"wd": r(c, 1, 3, 3), "bd": r(c), "wp": r(project, c, 1, 1, scale=c ** -0.5), "bp": r(project),
+             "we": r(expand, project, ex_kernel, ex_kernel, scale=project ** -0.5), "be": r(expand),
+             "lo": np.float32(0.0), "hi": np.float32(6.0)}
+    nodes = [helper.make_node("Conv", ["x", "wd", "bd"], ["d0"], group=c, pads=[1] * 4, strides=[stride] * 2),
+             helper.make_node("Clip", ["d0", "lo", "hi"], ["d"]),
+             helper.make_node("Conv", ["d", "wp", "bp"], ["p" if residual else "blk"])]
+    inputs = {"x": [batch, c, *size]}
+    feeds = {"x": r(batch, c, *size, scale=2.0)}
+    if residual:
+        nodes.append(helper.make_node("Add", ["p", "r"], ["blk"]))
+        inputs["r"] = [batch, project, *out]
+        feeds["r"] = r(batch, project, *out)
+    nodes += [helper.make_node("Conv", ["blk", "we", "be"], ["e0"], pads=[ex_kernel // 2] * 4,
+                               strides=[ex_stride] * 2),
+              helper.make_node("Clip", ["e0", "lo", "hi"], ["y"])]
+    outputs = ["y"]
+    if extra == "relu":
+        nodes.append(helper.make_node("Relu", ["blk"], ["blk_relu"]))
+        outputs.append("blk_relu")
+    elif extra == "output":
+        outputs.append("blk")
+    elif extra == "subgraph":
+        branch = helper.make_graph([helper.make_node("Neg", ["blk"], ["neg"])], "then", [],
+                                   [helper.make_tensor_value_info("neg", FLOAT, None)])
+        other = helper.make_graph([helper.make_node("Identity", ["blk"], ["same"])], "else", [],
+                                  [helper.make_tensor_value_info("same", FLOAT, None)])
+        inits["flag"] = np.array(True)
+        nodes.append(helper.make_node("If", ["flag"], ["branch"], then_branch=branch, else_branch=other))
+        outputs.append("branch")
+    if ex_weights_input:
+        inputs["we"] = list(inits.pop("we").shape)
+        feeds["we"] = r(expand, project, ex_kernel, ex_kernel, scale=project ** -0.5)
+    graph = helper.make_graph(
+        nodes, "pair", [helper.make_tensor_value_info(n, FLOAT, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(n, FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, feeds
+
+
+def reference(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def unfused_numpy(model, feeds, monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(fusion, "FUSION_PASSES", tuple(p for p in fusion.FUSION_PASSES if p is not fuse_dwpw_expand))
+        converted = wgnn.convert(model)
+    assert "ConvDwPwExpand" not in [n.op_type for n in converted.graph.nodes]
+    return wgnn.InferenceSession(model_to_bytes(converted), providers=["numpy"]).run(None, feeds)
+
+
+def fused_dispatches(session) -> list:
+    return [d for segment in session.session.segments for step, ex in segment.steps
+            if step.op.op_type == "ConvDwPwExpand" for d in getattr(ex, "dispatches", [])]
+
+
+def check(model, feeds, expected_ops, monkeypatch, *, configs=None):
+    converted = wgnn.convert(model)
+    assert [n.op_type for n in converted.graph.nodes] == expected_ops
+    want = reference(model, feeds)
+    data = model_to_bytes(converted)
+    got = wgnn.InferenceSession(data, providers=["numpy"]).run(None, feeds)
+    for g, u, w in zip(got, unfused_numpy(model, feeds, monkeypatch), want, strict=True):
+        np.testing.assert_array_equal(g, u)  # the same Conv steps, the same numbers
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    if configs is None:
+        configs = [wgnn.Config(providers=("wgpu", "numpy"), adapter=a["index"]) for a in ADAPTERS]
+    for config in configs:
+        session = wgnn.InferenceSession(data, config=config)
+        result = session.run(None, feeds)
+        assert session.report()["fallbacks"] == [], config
+        fused = "ConvDwPwExpand" in expected_ops
+        assert len(fused_dispatches(session)) == int(fused)
+        if fused:
+            assert fused_dispatches(session)[0].kernel.path == KERNEL
+        half = config.precision != "fp32"
+        for g, w in zip(result, want, strict=True):
+            error = float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-6))
+            assert error <= (4e-3 if half else 1e-5), f"{config}: max relative error {error:.3g}"
+    return converted.graph
+
+
+CASES = {
+    "c6-p4-e10": {"c": 6, "project": 4, "expand": 10},
+    "c16-p8-e1-stride2-residual": {"c": 16, "project": 8, "expand": 1, "stride": 2, "residual": True},
+    "c24-p24-e96-residual-kept": {"c": 24, "project": 24, "expand": 96, "residual": True, "extra": "relu"},
+    "c6-p8-e96-stride2-output-kept": {"c": 6, "project": 8, "expand": 96, "stride": 2, "extra": "output"},
+    "c16-p24-e10-batch1-3x5": {"c": 16, "project": 24, "expand": 10, "batch": 1, "size": (3, 5)},
+}
+
+
+@pytest.mark.parametrize("options", CASES.values(), ids=CASES.keys())
+def test_the_pair_fuses(options, monkeypatch):
+    model, feeds = pair(**options)
+    extra = options.get("extra")
+    ops = ["ConvDwPwExpand"] + (["Unary"] if extra == "relu" else [])
+    graph = check(model, feeds, ops, monkeypatch)
+    node = graph.nodes[0]
+    assert node.outputs == (["y", "blk"] if extra else ["y"])
+    assert node.attrs["ex_activation"] == "clip" and node.attrs["ex_activation_beta"] == 6.0
+    assert node.inputs[5] == ("r" if options.get("residual") else "")
+
+
+@needs_gpu
+@pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
+@pytest.mark.parametrize("storage, precision", [("buffer", "fp32"), ("texture", "fp32"), ("buffer", "fp16"),
+                                                ("texture", "fp16"), ("buffer", "fp16-arith"),
+                                                ("texture", "fp16-arith")])
+def test_storages_and_precisions(adapter, storage, precision, monkeypatch):
+    f16 = "shader-f16" in ADAPTERS[adapter]["features"]
+    if precision != "fp32" and storage == "buffer" and not f16:
+        pytest.skip("16-bit buffers need shader-f16")
+    floats = []
+    original = loader.PipelineCache.get
+
+    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
+        if path == KERNEL:
+            floats.append((params or {}).get("FLOAT"))
+        return original(self, path, bindings, params=params, constants=constants, entry=entry)
+
+    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    model, feeds = pair(c=16, project=24, expand=40, stride=1, residual=True, extra="relu")
+    config = wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter, storage=storage, precision=precision)
+    check(model, feeds, ["ConvDwPwExpand", "Unary"], monkeypatch, configs=[config])
+    assert set(floats) == {"f16" if precision == "fp16-arith" and f16 else "f32"}
+
+
+REFUSED = {
+    "expand 3x3": {"ex_kernel": 3},
+    "expand stride 2": {"ex_stride": 2},
+    "expand weights at run time": {"ex_weights_input": True},
+}
+
+
+@pytest.mark.parametrize("options", REFUSED.values(), ids=REFUSED.keys())
+def test_refusals_keep_the_conv(options, monkeypatch):
+    model, feeds = pair(c=6, project=4, expand=10, **options)
+    check(model, feeds, ["ConvDwPw", "Conv"], monkeypatch)
+
+
+def test_block_read_in_a_subgraph_stays(monkeypatch):
+    model, feeds = pair(c=6, project=4, expand=10, extra="subgraph")
+    converted = wgnn.convert(model)
+    ops = [n.op_type for n in converted.graph.nodes]
+    assert "ConvDwPwExpand" not in ops and "ConvDwPw" in ops and "Conv" in ops
+    got = wgnn.InferenceSession(model_to_bytes(converted), providers=["numpy"]).run(None, feeds)
+    for g, w in zip(got, reference(model, feeds), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_zoo_mobilenetv2_loses_dispatches(monkeypatch):
+    model = mobilenetv2(batch=1)
+    graph = wgnn.convert(model).graph
+    ops = [n.op_type for n in graph.nodes]
+    assert ops == ["Conv", *["ConvDwPwExpand"] * 5, "GlobalPoolMatMul"]  # 12 dispatches -> 7
+    feeds = example_inputs(model, seed=0)
+    want = reference(model, feeds)
+    got = wgnn.InferenceSession(model_to_bytes(wgnn.convert(model)), providers=["numpy"]).run(None, feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_shape_errors():
+    x = r(1, 6, 5, 5)
+    init = {"wd": r(6, 1, 3, 3), "wp": r(4, 6, 1, 1), "we": r(10, 4, 1, 1), "be": r(10)}
+
+    def error(**changes):
+        values = {**init, **changes}
+        node = Node("ConvDwPwExpand", ["x", "wd", "", "wp", "", "", "we", "be"], ["y"], {"pads": [1] * 4},
+                    name="fused")
+        graph = Graph([node], [TensorInfo("x", "float32", x.shape)], [TensorInfo("y", "float32")], values)
+        with pytest.raises(ShapeError) as info:
+            wgnn.InferenceSession(Model(graph), providers=["numpy"]).run(None, {"x": x})
+        return str(info.value)
+
+    assert "expand weight must be (C_ex, 4, 1, 1)" in error(we=r(10, 5, 1, 1))
+    assert "expand weight must be (C_ex, 4, 1, 1)" in error(we=r(10, 4, 3, 3))
+    assert "expand bias must be float32 of shape (10,)" in error(be=r(4))
+    assert "pointwise weight must be" in error(wp=r(4, 5, 1, 1))
+
+
+@needs_gpu
+def test_more_expand_channels_than_the_kernel_runs_fall_back():
+    """The IR op takes any expand width; past 256 channels the GPU kernel refuses it (numpy runs it)."""
+    x = r(1, 6, 5, 5)
+    init = {"wd": r(6, 1, 3, 3), "wp": r(4, 6, 1, 1), "we": r(260, 4, 1, 1)}
+    node = Node("ConvDwPwExpand", ["x", "wd", "", "wp", "", "", "we"], ["y", "z"], {"pads": [1] * 4}, name="wide")
+    graph = Graph([node], [TensorInfo("x", "float32", x.shape)], [TensorInfo("y", "float32"),
+                                                                  TensorInfo("z", "float32")], init)
+    want = wgnn.InferenceSession(Model(graph), providers=["numpy"]).run(None, {"x": x})
+    session = wgnn.InferenceSession(Model(graph), config=wgnn.Config(providers=("wgpu", "numpy"),
+                                                                     adapter=ADAPTERS[0]["index"]))
+    for g, w in zip(session.run(None, {"x": x}), want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    (fallback,) = session.report()["fallbacks"]
+    assert any("at most 256" in why for why in fallback["reasons"])
