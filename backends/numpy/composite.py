@@ -31,7 +31,8 @@ def sub_step(step: Step, op_type: str, suffix: str, attrs: dict, names: list[str
 class Intermediate:
     """Where the tensor `spec` between prepared sub-steps (`stages`) lives; array() on each run."""
 
-    def __init__(self, backend, spec: TensorSpec, stages):
+    def __init__(self, backend, spec: TensorSpec, stages, after: Intermediate | None = None):
+        """after: an intermediate alive at the same time, whose scratch range this one must follow."""
         self.spec = spec
         nbytes = math.prod(spec.shape) * np.dtype(spec.dtype).itemsize
         self.shared = nbytes > RESIDENT_BYTES and hasattr(backend, "reserve_scratch")
@@ -39,7 +40,8 @@ class Intermediate:
         self.base = None  # the scratch array self.buffer looks into
         if self.shared:
             plans = [stage.state.get("conv") for stage in stages]
-            used = max([p.nbytes for p in plans if p is not None and p.shared] + [0])
+            used = max([p.nbytes for p in plans if p is not None and p.shared]
+                       + [after.total if after is not None and after.shared else 0])
             self.offset = -(-used // ALIGN) * ALIGN
             self.total = self.offset + nbytes
             backend.reserve_scratch(self.total)
@@ -74,11 +76,12 @@ class ConvThenPointwise:
     """A conv and the 1x1 conv reading it (ConvDwPw, ConvPw: inputs x, w, b, w_pw, b_pw, residual)
     as two prepared Conv executions, the first one's result in memory of the step."""
 
-    def __init__(self, ex, first: str, first_attrs: dict, channels: int):
+    def __init__(self, ex, first: str, first_attrs: dict, channels: int, out: TensorSpec | None = None):
+        """out: the pointwise stage's output (default the step's first output)."""
         from .kernel import KERNELS, NumpyExecution
 
         step, attrs = ex.step, ex.attrs
-        out = step.output_specs[0]
+        out = out or step.output_specs[0]
         middle = TensorSpec((out.shape[0], channels, *out.shape[2:]), out.dtype)
         window = {k: attrs[k] for k in ("strides", "dilations", "pads", "auto_pad")}
         pw = {k: attrs[k] for k in ("activation", "activation_alpha", "activation_beta")}

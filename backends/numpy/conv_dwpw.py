@@ -8,12 +8,17 @@ from .composite import ConvThenPointwise
 from .kernel import numpy_kernel
 
 
-def _prepare(ex) -> None:
+def depthwise_then_pointwise(ex, out=None) -> ConvThenPointwise:
+    """The depthwise and pointwise stages of a ConvDwPw (or of the ConvDwPw in a fused op)."""
     attrs = ex.attrs
     channels = ex.step.input_specs[0].shape[1]
     depthwise = {"group": channels, "activation": attrs["dw_activation"],
                  "activation_alpha": attrs["dw_activation_alpha"], "activation_beta": attrs["dw_activation_beta"]}
-    ex.state["dwpw"] = ConvThenPointwise(ex, "dw", depthwise, channels)
+    return ConvThenPointwise(ex, "dw", depthwise, channels, out)
+
+
+def _prepare(ex) -> None:
+    ex.state["dwpw"] = depthwise_then_pointwise(ex)
 
 
 @numpy_kernel("ConvDwPw", writes_outputs=True, prepare=_prepare)

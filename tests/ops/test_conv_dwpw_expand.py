@@ -135,6 +135,26 @@ CASES = {
 }
 
 
+def test_intermediates_in_shared_scratch(monkeypatch):
+    """With tiny resident limits the depthwise result and the block output both live in the numpy
+    backend's shared scratch: the block's range follows the depthwise result's, both past the Conv
+    plans' ranges, and the numbers stay the unfused graph's."""
+    from wgnn.backends.numpy import composite as numpy_composite
+    from wgnn.backends.numpy import conv as numpy_conv
+
+    monkeypatch.setattr(numpy_composite, "RESIDENT_BYTES", 64)
+    monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 64)
+    model, feeds = pair(c=10, project=8, expand=12, residual=True)
+    check(model, feeds, ["ConvDwPwExpand"], monkeypatch, configs=[])
+    session = wgnn.InferenceSession(wgnn.convert(model), providers=["numpy"])
+    session.run(None, feeds)
+    (plan,) = [ex.state["dwpw_expand"] for seg in session.session.segments for step, ex in seg.steps
+               if step.op.op_type == "ConvDwPwExpand"]
+    middle, block = plan.pair.middle_memory, plan.block
+    assert middle.shared and block.shared and block.offset >= middle.total
+    assert session.session.backends[0].scratch_bytes >= block.total
+
+
 @pytest.mark.parametrize("options", CASES.values(), ids=CASES.keys())
 def test_the_pair_fuses(options, monkeypatch):
     model, feeds = pair(**options)
