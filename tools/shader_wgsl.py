@@ -1,6 +1,8 @@
 """WGSL text for the shader harness (`wgnn shader`): {{NAME}} substitution with a map back to the
-file's lines, binding / override / workgroup-size declarations read from the source, and compiler
-messages turned into `file:line:col` reports with the source line and a caret.
+file's lines, the included fragments and the prelude appended as the loader appends them, binding /
+override / workgroup-size declarations read from the source, and compiler messages turned into
+`file:line:col` reports (in the kernel or in the appended file at fault) with the source line and a
+caret.
 """
 from __future__ import annotations
 
@@ -9,7 +11,15 @@ import operator
 import re
 from dataclasses import dataclass, field
 
-from ..backends.wgpu.loader import PARAM_PATTERN, STORAGE, TEXTURE_IN, TEXTURE_OUT, UNIFORM, kernel_source
+from ..backends.wgpu.loader import (
+    PARAM_PATTERN,
+    STORAGE,
+    TEXTURE_IN,
+    TEXTURE_OUT,
+    UNIFORM,
+    included_fragments,
+    kernel_source,
+)
 from ..engine.errors import InputError, WgnnError
 
 F16_DIRECTIVE = "enable f16; "  # put on line 1 so that the file's line numbers stay the compiled ones
@@ -50,6 +60,15 @@ class Binding:
 
 
 @dataclass
+class Appended:
+    """A file the loader appends after the kernel (an included fragment, the prelude), compiled."""
+    file: str  # under kernels_wgsl/
+    lines: list[str]  # the file's lines (before substitution)
+    compiled_lines: list[str]
+    origin: list[tuple[int, bool]]  # compiled line -> (file line, changed by substitution)
+
+
+@dataclass
 class Rendered:
     """A kernel's compiled text and how its lines map back to the file."""
     name: str
@@ -58,7 +77,7 @@ class Rendered:
     compiled_lines: list[str]  # the kernel part of `code`, line by line
     origin: list[tuple[int, bool]]  # compiled kernel line -> (file line, changed by substitution)
     first_line_shift: int = 0  # characters put in front of line 1 (the f16 directive)
-    prelude_lines: list[str] = field(default_factory=list)
+    appended: list[Appended] = field(default_factory=list)  # after the kernel, in order: fragments, prelude
     bindings: list[Binding] = field(default_factory=list)
     overrides: dict[str, str | None] = field(default_factory=dict)  # name -> default expression
 
@@ -84,31 +103,43 @@ def text_parameters(text: str) -> list[str]:
     return seen
 
 
+def substitute_lines(source: str, text: dict[str, str]) -> tuple[list[str], list[tuple[int, bool]]]:
+    """{{NAME}}s substituted line by line: the compiled lines, and for each the file line it came
+    from and whether substitution changed it."""
+    compiled, origin = [], []
+    for number, line in enumerate(source.split("\n"), 1):
+        new = PARAM_PATTERN.sub(lambda m: str(text[m.group(1)]), line)
+        for part in new.split("\n"):
+            compiled.append(part)
+            origin.append((number, new != line))
+    return compiled, origin
+
+
 def render(name: str, source: str, text: dict[str, str], *, f16: bool, prelude: bool) -> Rendered:
     """Substitute {{NAME}}s line by line (recording which file line each compiled line came from),
-    put `enable f16;` on line 1 when asked and the source lacks it, append the prelude."""
-    missing = [p for p in text_parameters(source) if p not in text]
+    put `enable f16;` on line 1 when asked and the source lacks it, append the included fragments
+    (substituted alike) and the prelude."""
+    fragments = {file: kernel_source(file) for file in included_fragments(name, source)}
+    missing = [p for p in text_parameters("\n".join([source, *fragments.values()])) if p not in text]
     if missing:
         given = ", ".join(sorted(text)) or "none"
         hint = "; {{DECL_NAME}} text parameters take NC4HW4 accessors: pass --nc4hw4 NAME" \
             if any(m.startswith("DECL_") for m in missing) else ""
         raise InputError(f"{name} needs text parameter(s) {', '.join('{{' + m + '}}' for m in missing)} "
                          f"(pass --text NAME=VALUE{hint}); given: {given}")
-    kernel_lines = source.split("\n")
-    compiled, origin = [], []
-    for number, line in enumerate(kernel_lines, 1):
-        new = PARAM_PATTERN.sub(lambda m: str(text[m.group(1)]), line)
-        for part in new.split("\n"):
-            compiled.append(part)
-            origin.append((number, new != line))
+    compiled, origin = substitute_lines(source, text)
     shift = 0
     if f16 and not re.search(r"^\s*enable\s+f16\s*;", strip_comments(source), re.M):
         compiled[0] = F16_DIRECTIVE + compiled[0]
         shift = len(F16_DIRECTIVE)
-    prelude_lines = kernel_source("prelude.wgsl").split("\n") if prelude else []
-    code = "\n".join(compiled + prelude_lines)
-    rendered = Rendered(name, code, kernel_lines, compiled, origin, shift, prelude_lines)
-    rendered.bindings = parse_bindings(name, "\n".join(compiled))
+    appended = [Appended(file, body.split("\n"), *substitute_lines(body, text)) for file, body in fragments.items()]
+    if prelude:
+        body = kernel_source("prelude.wgsl")
+        appended.append(Appended("prelude.wgsl", body.split("\n"), *substitute_lines(body, {})))
+    code = "\n".join(compiled + [line for part in appended for line in part.compiled_lines])
+    rendered = Rendered(name, code, source.split("\n"), compiled, origin, shift, appended)
+    rendered.bindings = parse_bindings(name, "\n".join(compiled + [line for part in appended[:len(fragments)]
+                                                                   for line in part.compiled_lines]))
     rendered.overrides = {m["name"]: m["value"] for m in _OVERRIDE.finditer(strip_comments(code))}
     return rendered
 
@@ -245,11 +276,12 @@ def _snippet(rendered: Rendered, text: str) -> list[str]:
         note = re.match(r"^\s*= (.*)$", raw)
         if numbered:
             line, body = int(numbered.group(1)), numbered.group(2)
-            file, file_line, _, _, changed = _map_position(rendered, line, 1)
+            _, file_line, _, _, changed = _map_position(rendered, line, 1)
             shift = rendered.first_line_shift if line == 1 and body.startswith(F16_DIRECTIVE) else 0
-            number = str(file_line) if file == rendered.name else f"prelude.wgsl:{file_line}"
+            part = _appended_part(rendered, line)
+            number = str(file_line) if part is None else f"{part.file}:{file_line}"
             if changed:
-                rows.append((number, rendered.kernel_lines[file_line - 1]))
+                rows.append((number, (rendered.kernel_lines if part is None else part.lines)[file_line - 1]))
                 rows.append(("", "after {{...}} substitution:"))
             rows.append((number, body[shift:]))
         elif plain and plain.group(1).strip():
@@ -261,13 +293,27 @@ def _snippet(rendered: Rendered, text: str) -> list[str]:
     return [f"{g:>{width}} | {t}".rstrip() for g, t in rows]
 
 
+def _appended_part(rendered: Rendered, line: int) -> Appended | None:
+    """The appended file compiled line `line` (1-based) is in, None where it is the kernel's."""
+    first = len(rendered.compiled_lines)
+    for part in rendered.appended:
+        if first < line <= first + len(part.compiled_lines):
+            return part
+        first += len(part.compiled_lines)
+    return None
+
+
 def _map_position(rendered: Rendered, line: int, col: int) -> tuple[str, int, int, str, bool]:
     """Compiled (line, col) -> (file, line, col, text to show, whether substitution changed it)."""
-    kernel_count = len(rendered.compiled_lines)
-    if line > kernel_count:
-        number = line - kernel_count
-        text = rendered.prelude_lines[number - 1] if number <= len(rendered.prelude_lines) else ""
-        return "prelude.wgsl (appended by the loader)", number, col, text, False
+    part = _appended_part(rendered, line)
+    if part is not None:
+        first = len(rendered.compiled_lines) + sum(len(p.compiled_lines) for p in
+                                                   rendered.appended[:rendered.appended.index(part)])
+        file_line, changed = part.origin[line - first - 1]
+        text = part.compiled_lines[line - first - 1] if changed else part.lines[file_line - 1]
+        return f"{part.file} (appended by the loader)", file_line, col, text, changed
+    if line > len(rendered.compiled_lines):  # past the end of everything
+        return rendered.name, line, col, "", False
     file_line, changed = rendered.origin[line - 1]
     compiled = rendered.compiled_lines[line - 1]
     if line == 1 and rendered.first_line_shift:

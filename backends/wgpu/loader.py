@@ -1,8 +1,11 @@
-"""Kernel loader: .wgsl sources from kernels_wgsl/, a shared prelude, text parameters ({{NAME}}),
-WGSL override constants, explicit bind group layouts, and a pipeline cache per device.
+"""Kernel loader: .wgsl sources from kernels_wgsl/, shared fragments, a shared prelude, text
+parameters ({{NAME}}), WGSL override constants, explicit bind group layouts, and a pipeline cache
+per device.
 
-The prelude is appended after the kernel (WGSL declarations are order-independent), so line
-numbers in compiler messages are the kernel file's own.
+A kernel names the fragments it shares with other kernels on lines of their own,
+`// include: conv/dwpw_stage.wgsl`; a fragment may include others, and each file comes in once.
+Fragments, then the prelude, are appended after the kernel (WGSL declarations are
+order-independent), so line numbers in compiler messages are the kernel file's own.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from ...engine.errors import WgnnError
 from .tuning import tuned_constants
 
 PARAM_PATTERN = re.compile(r"\{\{(\w+)\}\}")
+INCLUDE_PATTERN = re.compile(r"^[ \t]*//[ \t]*include:[ \t]*(\S+)[ \t]*$", re.M)
 # Binding kinds of a kernel, in binding order: tensors in buffers are read_write storage (one
 # arena buffer may back several bindings of one dispatch), NC4HW4 textures are read as sampled
 # 2-D array textures and written as rgba32float storage textures, parameters are a uniform block.
@@ -37,17 +41,44 @@ def kernel_source(path: str) -> str:
                         "(is the package installed with its .wgsl data?)") from None
 
 
-def render(path: str, params: dict[str, str]) -> str:
-    """Kernel text with {{NAME}} parameters replaced and the prelude appended."""
-    text = kernel_source(path)
+def included_fragments(path: str, source: str | None = None) -> list[str]:
+    """The fragments kernels_wgsl/<path> includes, theirs after each, every file once, in order of
+    first mention (never the kernel itself). `source`: the kernel's text, where it is not a
+    packaged file (the shader harness's)."""
+    order: list[str] = []
 
+    def visit(name: str, text: str) -> None:
+        for fragment in INCLUDE_PATTERN.findall(text):
+            if fragment == path or fragment in order:
+                continue
+            if not fragment.endswith(".wgsl"):
+                raise WgnnError(f"{name} includes {fragment!r}: fragments are .wgsl files under kernels_wgsl/")
+            try:
+                fragment_text = kernel_source(fragment)
+            except WgnnError as exc:
+                raise WgnnError(f"{name} includes {fragment}: {exc}") from None
+            order.append(fragment)
+            visit(fragment, fragment_text)
+
+    visit(path, kernel_source(path) if source is None else source)
+    return order
+
+
+def substitute_params(name: str, text: str, params: dict[str, str]) -> str:
     def substitute(match):
-        name = match.group(1)
-        if name not in params:
-            raise WgnnError(f"kernel {path} needs parameter {{{{{name}}}}}; given {sorted(params)}")
-        return str(params[name])
+        key = match.group(1)
+        if key not in params:
+            raise WgnnError(f"kernel {name} needs parameter {{{{{key}}}}}; given {sorted(params)}")
+        return str(params[key])
 
-    code = PARAM_PATTERN.sub(substitute, text) + "\n" + kernel_source("prelude.wgsl")
+    return PARAM_PATTERN.sub(substitute, text)
+
+
+def render(path: str, params: dict[str, str]) -> str:
+    """Kernel text with {{NAME}} parameters replaced, its fragments and the prelude appended."""
+    parts = [substitute_params(path, kernel_source(path), params)]
+    parts += [substitute_params(fragment, kernel_source(fragment), params) for fragment in included_fragments(path)]
+    code = "\n".join(parts) + "\n" + kernel_source("prelude.wgsl")
     if re.search(r"\bf16\b", code):
         # The directive must come first; on the first line it keeps the file's line numbers.
         code = "enable f16; " + code
