@@ -266,41 +266,53 @@ def direct_variants(step: Step, kind: str, geo: dict) -> dict[str, KernelCost]:
     return variants
 
 
-def stem_fits(step: Step, geo: dict) -> bool:
-    """Whether conv_stem_nc4hw4.wgsl runs this conv: one group, at most STEM_INPUT_SLICES input
-    slices, at most STEM_PRODUCTS multiply-adds to unroll, finite weights and bias (literals)."""
-    cin, cout = step.input_specs[0].shape[1], step.output_specs[0].shape[1]
-    products = geo["kernel"][0] * geo["kernel"][1] * cin * ceil_div(cout, 4) * STEM_PIXELS
+def stem_fits(step: Step, geo: dict, pixels: int = STEM_PIXELS) -> bool:
+    """Whether a literal-weight stem kernel runs this conv, `pixels` conv outputs per invocation
+    (conv_stem_nc4hw4.wgsl: STEM_PIXELS; conv_stem_maxpool_nc4hw4.wgsl: its pool block): one
+    group, at most STEM_INPUT_SLICES input slices, at most STEM_PRODUCTS multiply-adds to unroll,
+    finite weights and bias (literals)."""
+    cin, cout = step.input_specs[0].shape[1], step.input_specs[1].shape[0]
+    products = geo["kernel"][0] * geo["kernel"][1] * cin * ceil_div(cout, 4) * pixels
     if geo["group"] != 1 or ceil_div(cin, 4) > STEM_INPUT_SLICES or products > STEM_PRODUCTS:
         return False
     values = [v for v in (step.input_values or [])[1:3] if v is not None]
     return all(np.isfinite(v).all() for v in values)
 
 
-def stem_groups(cout: int) -> list[range]:
-    """conv_stem_nc4hw4.wgsl's output slices in groups of at most STEM_SLICES, balanced (10 slices
-    run as 5 + 5)."""
+def stem_groups(cout: int, pixels: int = STEM_PIXELS) -> list[range]:
+    """A stem kernel's output slices in groups whose sums (slices x `pixels` vec4s) stay within
+    STEM_SLICES x STEM_PIXELS (8 slices for 4 pixels), balanced (10 slices run as 5 + 5)."""
     c4out = ceil_div(cout, 4)
-    count = ceil_div(c4out, STEM_SLICES)
+    count = ceil_div(c4out, max(1, STEM_SLICES * STEM_PIXELS // pixels))
     size = ceil_div(c4out, count)
     return [range(first, min(first + size, c4out)) for first in range(0, c4out, size)]
 
 
-def stem_step(geo: dict) -> int | None:
-    """Pixels' tap columns apart where the W stride is a multiple of the W dilation (neighbouring
-    pixels then share loaded columns), else None."""
-    sx, dx = geo["strides"][1], geo["dilations"][1]
-    return sx // dx if sx % dx == 0 and geo["kernel"][1] > 1 and STEM_PIXELS > 1 else None
+# Per axis (H, W), the WGSL names a stem kernel's main() gives the input coordinate of its first
+# pixel at tap 0, the conv stride and the dilation.
+STEM_AXES = (("iy0", "sy", "dy"), ("cx0", "sx", "dx"))
 
 
-def stem_columns(geo: dict) -> list[tuple[str, list[tuple[int, int]]]]:
-    """The input columns one invocation loads per tap row and input slice (and group of output
-    slices): (WGSL column expression, the (pixel, tap column) pairs that read it)."""
-    kw, step, px = geo["kernel"][1], stem_step(geo), STEM_PIXELS
+def stem_step(geo: dict, axis: int = 1, pixels: int = STEM_PIXELS) -> int | None:
+    """Neighbouring pixels' taps apart along `axis` where its stride is a multiple of its dilation
+    (the pixels then share loaded rows / columns), else None."""
+    s, d = geo["strides"][axis], geo["dilations"][axis]
+    return s // d if s % d == 0 and geo["kernel"][axis] > 1 and pixels > 1 else None
+
+
+def stem_columns(geo: dict, axis: int = 1, pixels: int = STEM_PIXELS) -> list[tuple[str, list[tuple[int, int]]]]:
+    """The input columns (axis 1) or rows (axis 0) that `pixels` neighbouring conv outputs along
+    the axis read, each once: (WGSL coordinate expression, the (pixel, tap) pairs that read it)."""
+    base, stride, dilation = STEM_AXES[axis]
+    kernel, step = geo["kernel"][axis], stem_step(geo, axis, pixels)
+
+    def where(pixel: int, taps: int) -> str:
+        return base + (f" + {pixel} * {stride}" if pixel else "") + f" + {taps} * {dilation}"
+
     if step is None:
-        return [(f"cx0 + {p} * sx + {kx} * dx", [(p, kx)]) for p in range(px) for kx in range(kw)]
-    return [(f"cx0 + {j} * dx", [(p, j - p * step) for p in range(px) if 0 <= j - p * step < kw])
-            for j in range((px - 1) * step + kw)]
+        return [(where(p, k), [(p, k)]) for p in range(pixels) for k in range(kernel)]
+    return [(where(0, j), [(p, j - p * step) for p in range(pixels) if 0 <= j - p * step < kernel])
+            for j in range((pixels - 1) * step + kernel)]
 
 
 def stem_cost(n: int, cout: int, oh: int, ow: int, cin: int, geo: dict, residual: int) -> KernelCost:
@@ -325,11 +337,20 @@ def wgsl_literal(value: float, half: bool) -> str:
     return short if kind(float(short)) == rounded else repr(float(rounded))
 
 
-def stem_text(geo: dict, weights: np.ndarray, bias: np.ndarray | None, half: bool, acc: str) -> dict[str, str]:
-    """WEIGHTS and TAPS of conv_stem_nc4hw4.wgsl for this conv. WEIGHTS: a constant per output
-    slice, input channel and tap (a weight matrix's column; all-zero ones left out). TAPS: per group
-    of output slices its accumulators, per tap row and input slice the input columns (each loaded
-    once) times those constants, then the group's epilogue with the bias as literals."""
+def stem_put(o4: int, sums: dict[tuple[int, int], str]) -> list[str]:
+    """conv_stem_nc4hw4.wgsl's epilogue of output slice o4: put() of each pixel of its row."""
+    return [f"        put(n, {o4}, oy, ox0 + {p}, {value});" for (_, p), value in sorted(sums.items())]
+
+
+def stem_text(geo: dict, weights: np.ndarray, bias: np.ndarray | None, half: bool, acc: str, *, rows: int = 1,
+              cols: int = STEM_PIXELS, epilogue=stem_put) -> dict[str, str]:
+    """WEIGHTS and TAPS of a stem kernel for this conv, each invocation computing a block of `rows`
+    x `cols` conv outputs (conv_stem_nc4hw4.wgsl: one row of STEM_PIXELS). WEIGHTS: a constant per
+    output slice, input channel and tap (a weight matrix's column; all-zero ones left out). TAPS:
+    per group of output slices (stem_groups) its accumulators, per input row, input slice and input
+    column of the block (stem_columns: each loaded once) those constants times it into the sums of
+    the pixels that read it, then per output slice `epilogue(o4, sums)`: its WGSL lines, given
+    each pixel's (row, column) sums plus the bias, a 32-bit vec4 expression."""
     cout, cin, kh, kw = weights.shape
     real = "f16" if half else "f32"
     constants, names = [], {}
@@ -339,26 +360,27 @@ def stem_text(geo: dict, weights: np.ndarray, bias: np.ndarray | None, half: boo
             names[ky, kx, o4, i] = f"k{ky}_{kx}_{o4}_{i}"
             literals = ", ".join(wgsl_literal(v, half) for v in values)
             constants.append(f"const {names[ky, kx, o4, i]} = vec4<{real}>({literals});")
+    pixels = list(itertools.product(range(rows), range(cols)))
     lines = []
-    for group in stem_groups(cout):
+    for group in stem_groups(cout, rows * cols):
         lines.append("    {")
-        lines += [f"        var a{s}_{p} = vec4<{acc}>(0.0);" for s in range(len(group)) for p in range(STEM_PIXELS)]
-        for ky in range(kh):
-            lines.append(f"        {{ let iy = iy0 + {ky} * dy; let row = iy >= 0 && iy < p(18u);")
+        lines += [f"        var a{s}_{q}_{p} = vec4<{acc}>(0.0);" for s in range(len(group)) for q, p in pixels]
+        for where_y, taps_y in stem_columns(geo, 0, rows):
+            lines.append(f"        {{ let iy = {where_y}; let row = iy >= 0 && iy < p(18u);")
             for c in range(ceil_div(cin, 4)):
-                for where, taps in stem_columns(geo):
-                    lines.append(f"            {{ let x = tap(n, {c}, iy, {where}, row);")
-                    for (p, kx), (s, o4) in itertools.product(taps, enumerate(group)):
+                for where_x, taps_x in stem_columns(geo, 1, cols):
+                    lines.append(f"            {{ let x = tap(n, {c}, iy, {where_x}, row);")
+                    for (q, ky), (p, kx), (s, o4) in itertools.product(taps_y, taps_x, enumerate(group)):
                         terms = [f"{names[ky, kx, o4, i]} * x.{'xyzw'[i % 4]}"
                                  for i in range(c * 4, min(cin, c * 4 + 4)) if (ky, kx, o4, i) in names]
                         if terms:
-                            lines.append(f"              a{s}_{p} += vec4<{acc}>({' + '.join(terms)});")
+                            lines.append(f"              a{s}_{q}_{p} += vec4<{acc}>({' + '.join(terms)});")
                     lines.append("            }")
             lines.append("        }")
         for s, o4 in enumerate(group):
             b = "" if bias is None else \
                 f" + vec4<f32>({', '.join(wgsl_literal(v, False) for v in pack_channels(bias)[o4 * 4:o4 * 4 + 4])})"
-            lines += [f"        put(n, {o4}, oy, ox0 + {p}, vec4<f32>(a{s}_{p}){b});" for p in range(STEM_PIXELS)]
+            lines += epilogue(o4, {(q, p): f"vec4<f32>(a{s}_{q}_{p}){b}" for q, p in pixels})
         lines.append("    }")
     return {"WEIGHTS": "\n".join(constants), "TAPS": "\n".join(lines)}
 

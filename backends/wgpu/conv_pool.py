@@ -16,6 +16,15 @@ Weights are repacked once (known at resize) per output slice over the range of i
 group reads, zero elsewhere (depthwise: a vec4 per slice and tap); on CPU adapters 32-bit weights
 that fit go to a uniform buffer, as for the conv kernels (lavapipe loads uniform vec4s about 3x
 faster). Precision fp16-arith (shader-f16): 16-bit products, 32-bit sums, as conv4_nc4hw4.wgsl.
+
+A stem conv (one group, one input slice: an RGB network's first conv, e.g. zoo UNet's 3 -> 8)
+whose pool windows tile its output runs kernels_wgsl/conv/conv_stem_maxpool_nc4hw4.wgsl instead
+(stem_pool_block): as conv_stem_nc4hw4.wgsl for Conv, its text carries the weights and bias as
+literals (conv_paths.stem_text), each invocation computing the conv outputs of STEM_POOLED_COLUMNS
+conv columns' worth of pooled pixels (2 pooled pixels of a 2x2 / 2 pool: 2 conv rows x 4 columns)
+for all output slices, then their activation, the store of z and the max. On lavapipe a weight
+read from a buffer costs ~10x the multiply-add by a literal. Its text depends on the weights and
+attributes only (the routing too), so a resize compiles nothing.
 """
 from __future__ import annotations
 
@@ -29,6 +38,10 @@ from .backend import GpuExecution, gpu_kernel
 from .conv import activation, ceil_div, infer_context, known, pack_channels, pack_depthwise_weights, window_reason
 
 KERNEL = "conv/conv_maxpool_nc4hw4.wgsl"
+STEM_KERNEL = "conv/conv_stem_maxpool_nc4hw4.wgsl"
+# Conv columns per invocation of the stem kernel, in whole windows (at least one): as many as the
+# plain stem kernel's pixels (conv_paths.STEM_PIXELS), the block spanning the windows' rows.
+STEM_POOLED_COLUMNS = 4
 COLUMNS = 8  # conv outputs along W per row and slice of an invocation (fixed in the kernel)
 MOST_POOLED = 4  # pooled pixels per invocation (the kernel's maxima)
 QUAD = 4  # output slices per invocation where they share their input slices
@@ -103,6 +116,41 @@ def geometry(step: Step) -> dict:
             "pool_strides": pool_strides, "pool_begin": pool_begin}
 
 
+def grid_cells(geo: dict, pooled_shape, keeps: bool) -> tuple[int, int]:
+    """(rows, columns) of pooled cells the kernels' grid covers: the pooled output's, and with a
+    kept conv output the cells of windows tiling all of it (past the pooled ones where the conv
+    output is left over: they store z only)."""
+    rows, cols = pooled_shape[2:]
+    if keeps:
+        conv = geo["conv"].shape
+        rows = max(rows, ceil_div(conv[2] + geo["pool_begin"][0], geo["pool_strides"][0]))
+        cols = max(cols, ceil_div(conv[3] + geo["pool_begin"][1], geo["pool_strides"][1]))
+    return rows, cols
+
+
+def stem_geometry(step: Step, geo: dict) -> dict:
+    """The conv's geometry as conv_paths' stem functions take it."""
+    return {"kernel": list(step.input_specs[W].shape[2:]), "strides": geo["strides"], "dilations": geo["dilations"],
+            "group": step.attrs["group"]}
+
+
+def stem_pool_block(step: Step) -> tuple[int, int, int] | None:
+    """(conv rows, conv columns, pooled pixels) an invocation of the stem kernel computes where it
+    runs this op, else None: the conv fits the stem rules (conv_paths.stem_fits, for the block's
+    conv outputs) and the pool windows tile the conv output (pool kernel = pool strides; pool pads
+    and ceil_mode then just leave the edge windows partial)."""
+    from .conv_paths import stem_fits
+
+    kernel, strides = list(step.attrs["pool_kernel_shape"]), list(step.attrs["pool_strides"] or [1, 1])
+    if len(kernel) != 2 or kernel != strides:
+        return None
+    pooled = max(1, STEM_POOLED_COLUMNS // kernel[1])
+    rows, cols = kernel[0], pooled * kernel[1]
+    if not stem_fits(step, stem_geometry(step, geometry(step)), rows * cols):
+        return None
+    return rows, cols, pooled
+
+
 def _has(step: Step, i: int) -> bool:
     return i < len(step.inputs) and bool(step.inputs[i])
 
@@ -142,13 +190,19 @@ class ConvMaxPoolGpu(GpuExecution):
     def loop_iterations(cls, step: Step) -> int:
         # Pool rows around conv taps around the input slices of the range (the sliding variant: input
         # slices around W taps); the loops over a row's 8 outputs and 4 pooled pixels have constant
-        # trip counts (unrolled).
+        # trip counts (unrolled). The stem kernel has no loops.
+        if stem_pool_block(step) is not None:
+            return 0
         x, w = step.input_specs[0].shape, step.input_specs[W].shape
         count, _ = slice_ranges(w, x[1], step.attrs["group"])
         kh, kw = w[2:]
         return step.attrs["pool_kernel_shape"][0] * (kh * (max(kw * (count + 1), count * (kw + 1)) + 1) + 1) + 8
 
     def prepare(self) -> None:
+        block = stem_pool_block(self.step)
+        if block is not None:
+            self._prepare_stem(*block)
+            return
         from .elementwise import feature_map_text
         from .layout import accessor_params, arithmetic
 
@@ -157,7 +211,7 @@ class ConvMaxPoolGpu(GpuExecution):
         w_shape = step.input_specs[W].shape
         geo = geometry(step)
         conv = geo["conv"]
-        n, cout, oh, ow = y.shape
+        n, cout = y.shape[:2]
         group = attrs["group"]
         count, _ = slice_ranges(w_shape, x.shape[1], group)
         slices = slices_per_invocation(w_shape, x.shape[1], group)
@@ -166,10 +220,7 @@ class ConvMaxPoolGpu(GpuExecution):
         depthwise = w_shape[1] == 1 and cout == group
         pooled = pooled_per_invocation(geo["pool_kernel"][1], geo["pool_strides"][1])
         keeps = keeps_conv(step.node)
-        rows, cols = oh, ow
-        if keeps:  # the cells of windows tiling the conv output, past the pooled ones where it is left over
-            rows = max(oh, ceil_div(conv.shape[2] + geo["pool_begin"][0], geo["pool_strides"][0]))
-            cols = max(ow, ceil_div(conv.shape[3] + geo["pool_begin"][1], geo["pool_strides"][1]))
+        rows, cols = grid_cells(geo, y.shape, keeps)
         blocks, groups = ceil_div(cols, pooled), ceil_div(ceil_div(cout, 4), slices)
         invocations = n * groups * rows * blocks
         half = arithmetic(self.backend) == "f16"
@@ -194,6 +245,53 @@ class ConvMaxPoolGpu(GpuExecution):
         slide = w_shape[3] > 1 and geo["strides"][1] == geo["dilations"][1]
         self.dispatch(KERNEL, [step.inputs[0], weights, bias, step.outputs[0], z], params, invocations, text=text,
                       constants={"SLICES": slices, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
+
+    def _prepare_stem(self, rows: int, cols: int, pooled: int) -> None:
+        """conv_stem_maxpool_nc4hw4.wgsl: weights and bias in its text; binds x, y and z (if kept)."""
+        from .conv_paths import stem_text
+        from .elementwise import feature_map_text
+        from .layout import accessor_params, arithmetic
+
+        step, attrs = self.step, self.step.attrs
+        x, y = step.input_specs[0], step.output_specs[0]
+        geo = geometry(step)
+        keeps = keeps_conv(step.node)
+        cells, columns = grid_cells(geo, y.shape, keeps)
+        blocks = ceil_div(columns, pooled)
+        invocations = y.shape[0] * cells * blocks
+        half = arithmetic(self.backend) == "f16"
+        names = {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 1, 21, True)}
+        if keeps:
+            names["z"] = (step.outputs[1], 2, 26, True)
+        text = feature_map_text(self, names, half=half)
+        if not keeps:
+            text["DECL_Z"] = f"fn store_z(n: i32, c4: i32, y: i32, x: i32, v: vec4<{text['FLOAT']}>) {{\n}}"
+        text["PARAMS_BINDING"] = str(len(names))
+        conv_geo = stem_geometry(step, geo)
+        kw = geo["pool_kernel"][1]
+
+        def epilogue(o4: int, sums: dict[tuple[int, int], str]) -> list[str]:
+            # Per pooled pixel j, the max over its window's conv outputs (columns j kw .. j kw + kw - 1).
+            lines = []
+            for j in range(pooled):
+                window = [(q, c) for q, c in sorted(sums) if c // kw == j]
+                lines.append(f"        {{ var m = conv_out(n, {o4}, oy0 + {window[0][0]}, ox0 + {window[0][1]}, "
+                             f"{sums[window[0]]});")
+                lines += [f"          m = max(m, conv_out(n, {o4}, oy0 + {q}, ox0 + {c}, {sums[q, c]}));"
+                          for q, c in window[1:]]
+                lines.append(f"          pool_put(n, {o4}, py, px0 + {j}, m); }}")
+            return lines
+
+        bias = step.input_values[B] if _has(step, B) else None
+        text.update(stem_text(conv_geo, step.input_values[W], bias, half, "f32", rows=rows, cols=cols,
+                              epilogue=epilogue))
+        text.update(ACT=activation(step)[0], POOLED=str(pooled))
+        params = [invocations, blocks, cells, 0, *conv_geo["kernel"], *geo["strides"], *geo["dilations"],
+                  *geo["begin"], 0, float(attrs["activation_alpha"]), float(attrs["activation_beta"]), float("-inf"),
+                  *accessor_params(x), *accessor_params(y), *accessor_params(geo["conv"]), *geo["pool_kernel"],
+                  *geo["pool_begin"]]
+        tensors = [step.inputs[0], step.outputs[0]] + ([step.outputs[1]] if keeps else [])
+        self.dispatch(STEM_KERNEL, tensors, params, invocations, text=text)
 
     def _weights(self, depthwise: bool, half: bool) -> tuple[str, str]:
         """The repacked weights and their declaration: a uniform buffer where it pays (CPU adapters,

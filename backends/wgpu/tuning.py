@@ -46,7 +46,7 @@ TUNABLE_KERNELS = frozenset({
     "conv/depthwise3x3_nc4hw4.wgsl", "conv/depthwise3x3s2_nc4hw4.wgsl", "conv/gemm1x1_nc4hw4.wgsl",
     "conv/conv_transpose_nc4hw4.wgsl", "conv/dwpw_nc4hw4.wgsl", "conv/dwpw_expand_nc4hw4.wgsl",
     "conv/conv_pw_nc4hw4.wgsl",
-    "conv/conv_maxpool_nc4hw4.wgsl", "conv/conv_stem_nc4hw4.wgsl",
+    "conv/conv_maxpool_nc4hw4.wgsl", "conv/conv_stem_nc4hw4.wgsl", "conv/conv_stem_maxpool_nc4hw4.wgsl",
     "conv/winograd2_input.wgsl", "conv/winograd2_output.wgsl", "conv/winograd4_input.wgsl",
     "conv/winograd4_output.wgsl", "conv/winograd_gemm.wgsl",
     "pool/pool_nc4hw4.wgsl", "pool/global_pool_nc4hw4.wgsl", "pool/global_pool_matmul_nc4hw4.wgsl",

@@ -2,6 +2,8 @@
 // 2-D conv (any strides, dilations, pads, groups; bias, fused activation {{ACT}}) and the max
 // pooling of its output in one pass, y = maxpool(act(conv(x) + b)); z, when the op keeps it, is
 // the conv output itself (store_z does nothing otherwise).
+// (Stem convs, one group and one input slice, under windows that tile the conv output run
+// conv_stem_maxpool_nc4hw4.wgsl, weights as literals: backends/wgpu/conv_pool.stem_pool_block.)
 // Each invocation computes SLICES output slices (up to 4, sharing their input loads; 1 where
 // neighbouring slices read different input slices, e.g. depthwise) x p(23) <= 4 pooled pixels of
 // one pooled row. It walks the conv rows of the pooled windows one at a time: per row, 8 conv

@@ -222,7 +222,7 @@ def test_storages_and_precisions(kernel_setup, adapter, storage, precision):
 def test_kernel_variants(kernel_setup):
     """Slices per invocation (balanced, 1 where a group is narrower than 4 slices), sliding loads
     where the W stride equals the W dilation, depthwise weights."""
-    variants = [(Case(cin=3, cout=8), {"SLICES": 2, "SLIDE": 1, "DEPTHWISE": 0}),
+    variants = [(Case(cin=5, cout=8), {"SLICES": 2, "SLIDE": 1, "DEPTHWISE": 0}),
                 (Case(cout=32, stride=2), {"SLICES": 4, "SLIDE": 0, "DEPTHWISE": 0}),
                 (Case(cin=8, cout=8, group=2), {"SLICES": 1, "SLIDE": 1, "DEPTHWISE": 0}),
                 (Case(cin=8, cout=8, group=8, kernel=(1, 1)), {"SLICES": 1, "SLIDE": 0, "DEPTHWISE": 1})]
