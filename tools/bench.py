@@ -107,9 +107,11 @@ class _ColdStart:
 
 
 def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int = 20, vs: str | None = None,
-                profile: bool = False, seed: int = 0, show_progress: bool = True) -> dict:
+                profile: bool = False, seed: int = 0, show_progress: bool = True, driver_cache: bool = True) -> dict:
     """Benchmark one model; returns the dict `wgnn bench --json` prints. With profile=True, also
-    `runs` profiled runs: result["per_op"] (rows in session order) and result["trace_events"]."""
+    `runs` profiled runs: result["per_op"] (rows in session order) and result["trace_events"].
+    driver_cache=False turns the GPU drivers' on-disk shader caches off first (before any GPU use
+    of the process), so the cold start is a first-ever run's."""
     from ..engine.interpreter import Interpreter
     from ..engine.session import Session
     from .cli import random_feeds, resolve_shapes
@@ -117,6 +119,10 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
 
     if warmup < 0 or runs < 1:
         raise WgnnError("--warmup must be >= 0 and --runs >= 1")
+    if not driver_cache:
+        from ..backends.wgpu.context import disable_driver_shader_cache
+
+        disable_driver_shader_cache()
     start = time.perf_counter()
     interp = Interpreter(path)  # parse (.wgnn) or convert (.onnx)
     load_ms = (time.perf_counter() - start) * 1e3
@@ -161,6 +167,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         "cold_start_ms": {"load": load_ms, "prepare": prepare_ms, "shader_compile": compiling.seconds * 1e3,
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,
+        "driver_shader_cache": "on" if driver_cache else "off",
         "dispatches": sum(len(ex.dispatches) for s in gpu_segments for _, ex in s.steps),
         "views": report["views"],  # steps that share their input's storage and dispatch nothing
         "encode_us_per_step": _encode_cost(gpu_segments, runs),

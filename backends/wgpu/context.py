@@ -9,7 +9,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from ...engine.errors import AdapterError
+from ...engine.errors import AdapterError, InputError
 from .readback import make_reader
 
 log = logging.getLogger("wgnn.wgpu")
@@ -45,6 +45,23 @@ class AdapterInfo:
 _lock = threading.Lock()
 _adapters: list | None = None
 _contexts: dict[int, GpuContext] = {}
+
+
+# Environment variables that turn off GPU drivers' on-disk shader caches: Mesa's (lavapipe,
+# llvmpipe, RADV, ANV, ...) and NVIDIA's Linux driver. Drivers read them once, when they load.
+DRIVER_CACHE_OFF = {"MESA_SHADER_CACHE_DISABLE": "true", "__GL_SHADER_DISK_CACHE": "0"}
+
+
+def disable_driver_shader_cache() -> None:
+    """Turn the drivers' on-disk shader caches off for this process, so that every shader compiles
+    as on a machine's first-ever run (lavapipe compiles a kernel at its first dispatch: seconds for
+    the big fused ones, which the cache turns into milliseconds for every later process). Only
+    before the first GPU use of the process."""
+    if _adapters is not None:
+        raise InputError("the GPU driver is loaded already in this process: its shader cache can only be turned "
+                         "off before the first GPU use (e.g. at the start of a script, or with "
+                         "`wgnn bench --no-driver-cache`)")
+    os.environ.update(DRIVER_CACHE_OFF)
 
 
 def _wgpu():

@@ -76,6 +76,58 @@ def test_wgpu_per_op_and_trace(tmp_path):
     assert text.returncode == 0 and "GFLOP/s" in text.stdout and 'Conv "' in text.stdout
 
 
+def _relu_model(path) -> str:
+    import onnx
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [vi("x", TensorProto.FLOAT, [1, 5, 3, 3])], [vi("y", TensorProto.FLOAT, [1, 5, 3, 3])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def _is_mesa(adapter: dict) -> bool:
+    return any(word in adapter["name"].lower() for word in ("llvmpipe", "lavapipe", "mesa", "radv", "anv"))
+
+
+@needs_gpu
+def test_no_driver_cache_turns_the_drivers_disk_cache_off(tmp_path, monkeypatch):
+    """--no-driver-cache: Mesa writes no compiled shader to its cache directory (without the flag,
+    the same command does), and the output says the caches were off."""
+    model = _relu_model(tmp_path / "relu.onnx")
+    adapter = gpu_adapters()[0]
+    runs = {}
+    for flag in ("--no-driver-cache", None):
+        cache = tmp_path / f"cache{'_off' if flag else '_on'}"
+        monkeypatch.setenv("MESA_SHADER_CACHE_DIR", str(cache))
+        monkeypatch.delenv("MESA_SHADER_CACHE_DISABLE", raising=False)
+        done = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--json",
+                     *([flag] if flag else []))
+        assert done.returncode == 0, done.stderr
+        runs[flag] = (json.loads(done.stdout), [f for f in cache.rglob("*") if f.is_file()])
+    (off, off_files), (on, on_files) = runs["--no-driver-cache"], runs[None]
+    assert off["driver_shader_cache"] == "off" and on["driver_shader_cache"] == "on"
+    if _is_mesa(adapter):
+        assert on_files and not off_files
+    text = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--no-driver-cache")
+    assert text.returncode == 0 and "(drivers' shader caches off)" in text.stdout
+    refused = bench("--kernels", "--quick", "--no-driver-cache")
+    assert refused.returncode == 2 and "--no-driver-cache does not go with --kernels" in refused.stderr
+
+
+@needs_gpu
+def test_driver_cache_cannot_be_turned_off_once_the_driver_is_loaded(monkeypatch):
+    from wgnn.backends.wgpu import context
+    from wgnn.engine.errors import InputError
+
+    context.adapters()  # the driver is loaded
+    monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", "false")  # restored after the test
+    with pytest.raises(InputError, match="before the first GPU use"):
+        context.disable_driver_shader_cache()
+    assert context.os.environ["MESA_SHADER_CACHE_DISABLE"] == "false"
+
+
 def test_bad_model_path_and_options(tmp_path):
     done = bench(str(tmp_path / "missing.onnx"))
     assert done.returncode == 2 and done.stdout == ""

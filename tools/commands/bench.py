@@ -38,6 +38,9 @@ def register(subparsers) -> None:
     p.add_argument("--per-op", action="store_true", help="time every op in --runs extra profiled runs")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the profiled runs")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--no-driver-cache", action="store_true",
+                   help="turn the GPU drivers' on-disk shader caches off (Mesa, NVIDIA), so the cold start is a "
+                        "machine's first-ever run: lavapipe compiles each kernel at its first dispatch")
     p.add_argument("--kernels", action="store_true",
                    help="benchmark the adapter(s) and wgnn's kernels instead of a model (--runs defaults to 5)")
     p.add_argument("--quick", action="store_true", help="--kernels with small sizes (seconds, for smoke tests)")
@@ -70,7 +73,7 @@ def cmd_bench(args) -> int:
                     precision=args.precision)
     result = bench_model(path, config, parse_shape_options(args.shape), warmup=args.warmup, runs=args.runs,
                          vs=args.vs, profile=bool(args.per_op or args.trace), seed=args.seed,
-                         show_progress=not args.json)
+                         show_progress=not args.json, driver_cache=not args.no_driver_cache)
     events = result.pop("trace_events", [])
     if args.trace:
         Path(args.trace).write_text(json.dumps(trace_document(events)))
@@ -89,7 +92,7 @@ def cmd_bench_kernels(args) -> int:
 
     if args.model is not None:
         raise InputError("--kernels benchmarks the adapter and takes no MODEL")
-    for option in ("vs", "per_op", "trace", "shape", "provider"):
+    for option in ("vs", "per_op", "trace", "shape", "provider", "no_driver_cache"):
         if getattr(args, option):
             raise InputError(f"--{option.replace('_', '-')} does not go with --kernels")
     result = bench_kernels(parse_adapters(args.adapter), quick=args.quick, warmup=args.warmup,
@@ -115,7 +118,8 @@ def format_bench(result: dict) -> str:
              "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
              f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
              f"{cold['shader_compile']:.1f} ms, {result['pipelines_compiled']} pipelines), "
-             f"first run {cold['first_run']:.1f} ms",
+             f"first run {cold['first_run']:.1f} ms"
+             + (" (drivers' shader caches off)" if result.get("driver_shader_cache") == "off" else ""),
              "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
              + f"; {result['dispatches']} GPU dispatches per run; {result['views']} view(s); "
                f"{result['segments']} segment(s); "
