@@ -3,28 +3,155 @@ feature maps (kernels_wgsl/conv/dwpw_nc4hw4.wgsl), so the depthwise result, the 
 a MobileNet block, is neither written nor read back, and a dispatch (~50-76 us on lavapipe) is
 saved.
 
-Each invocation computes every output slice (C_out <= 32) of a block of 2 x 4 output pixels,
-looping over the input slices: the slice's 8 depthwise results (bias, activation) in registers,
-then their products with that slice's pointwise weights added into the output sums. Weights and
-biases are repacked once (known at resize); on CPU adapters 32-bit weights that fit go to uniform
-buffers, as for the other conv kernels (conv_paths.packed_weights: lavapipe loads uniform vec4s
-about 3x faster). Precision fp16-arith (shader-f16): 16-bit depthwise arithmetic and pointwise
-products, 32-bit pointwise sums, as the 3x3 depthwise and 1x1 GEMM kernels do.
+Each invocation computes every output slice (C_out <= 32) of a block of output pixels, looping
+over the input slices: the slice's depthwise results (bias, activation) in registers, then their
+products with that slice's pointwise weights added into the output sums. Weights and biases are
+repacked once (known at resize); on CPU adapters 32-bit weights that fit go to uniform buffers, as
+for the other conv kernels (conv_paths.packed_weights: lavapipe loads uniform vec4s about 3x
+faster). Precision fp16-arith (shader-f16): 16-bit depthwise arithmetic and pointwise products,
+32-bit pointwise sums, as the 3x3 depthwise and 1x1 GEMM kernels do.
+
+The block (rows x columns: 2x4, 2x2, 1x2 or 1x1; ConvDwPwExpand's kernel shares the choice and the
+depthwise code, kernels_wgsl/conv/dwpw_stage.wgsl) is picked per dispatch from the output's size.
+An invocation reads every weight once whatever its block, so a block's pixels share those reads:
+on big maps 2x4 is fastest (on lavapipe, MobileNetV2 at 224: 1x4 and 2x2 0.7-0.9x its speed; 1x4 is
+not kept, as 2x2 did as well or better where a smaller block won). But
+a SIMD group runs its idle lanes too: a 4x4 output is two 2x4 invocations, 2 of lavapipe's 8 lanes
+busy for the time of 8 pixels, where 1x2 blocks fill the 8 lanes for the time of 2 pixels
+(MobileNetV2 at 32, its two 4x4-output ops: 1.2-1.5x faster, the model 1.07x; at 16, 2x2 outputs
+in 1x1 blocks: 1.4-1.9x, the model 1.2-1.3x). The rule estimates each block's time with the conv
+paths' cost model (conv_paths.CostWeights: on lavapipe a uniform weight load ~1.6 ns, a tap
+load ~3.3 ns, a vec4 FMA ~0.23 ns per invocation, ~36 us to start a second worker thread) with
+the invocations rounded up to whole workgroups (the kernel's WG, one SIMD group on CPU adapters),
+and takes the cheapest, the larger block on a tie. On MobileNetV2 (32, 64, 224) it picks the block
+measured fastest or one within the noise of it. WGNN_DWPW_BLOCK=RxC forces a block (A/B runs).
+The first prepare compiles every block's pipeline (a resize compiles nothing): on lavapipe the
+three small blocks together compile in about what the 2x4 one does (MobileNetV2's ConvDwPwExpand
+ops: 2x4 0.17-0.23 s, 2x2 0.08-0.09 s, 1x2 0.04-0.05 s, 1x1 0.03 s; the model's shader compilation
+went from 0.73 s to 1.02 s). lavapipe generates a kernel's machine code at its first dispatch (and
+keeps it in Mesa's disk cache), so only the blocks that run pay that, seconds for a 2x4 expand
+kernel; the residual is an override constant (RESIDUAL) so that a kernel without one has no
+residual loads to compile: with it MobileNetV2's first-ever run at 32 (`wgnn bench
+--no-driver-cache`) took 6.7-7.1 s, as before the blocks (6.9-7.2 s), where the blocks alone had
+made it 9.0-9.8 s.
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, replace
+
 import numpy as np
 
+from ...engine.errors import WgnnError
 from ...engine.ops.conv_dwpw import B_DW, B_PW, RESIDUAL, W_DW, W_PW, dw_geometry
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
 from .conv import ceil_div, infer_context, known, pack_channels, pack_depthwise_weights, window_reason
+from .conv_paths import CostWeights, KernelCost, estimate_us
 from .elementwise import UNARY_EXPR
 
 KERNEL = "conv/dwpw_nc4hw4.wgsl"
-BLOCK = (4, 2)  # output pixels (W, H) per invocation (fixed in the kernel's text)
+# Output pixels (rows, columns) per invocation the kernels are compiled for, largest first.
+BLOCKS = ((2, 4), (2, 2), (1, 2), (1, 1))
+BLOCK_ENV = "WGNN_DWPW_BLOCK"
 MAX_SLICES = 8  # output slices per invocation (the kernel's sums)
-STRIDES = {1: "dw1", 2: "dw2"}  # the kernel's depthwise function per stride
+STRIDES = (1, 2)
+
+
+@dataclass(frozen=True)
+class BlockShape:
+    """What the cost of a dwpw dispatch depends on: the output's size, the stride, the input,
+    project and expand slices (e4s 0: ConvDwPw), slices stored per pixel, a residual, and whether
+    the weights are read from a uniform buffer."""
+
+    n: int
+    oh: int
+    ow: int
+    stride: int
+    c4s: int
+    o4s: int
+    e4s: int = 0
+    stores: int = 0
+    residual: bool = False
+    uniform: bool = True
+
+
+def block_cost(shape: BlockShape, block: tuple[int, int], workgroup: int) -> KernelCost:
+    """The dispatch's cost in conv_paths' terms (vec4 loads, stores, FMAs per invocation), with the
+    invocations rounded up to whole workgroups: idle lanes of a SIMD group cost what busy ones do."""
+    rows, cols = block
+    pixels = rows * cols
+    invocations = shape.n * ceil_div(shape.oh, rows) * ceil_div(shape.ow, cols)
+    taps = shape.c4s * ((rows - 1) * shape.stride + 3) * ((cols - 1) * shape.stride + 3)
+    # Per input slice 9 depthwise weights and a 4x4 matrix per project slice; the expand matrices.
+    weights = shape.c4s * (9 + 4 * shape.o4s) + 4 * shape.o4s * shape.e4s
+    loads = taps + shape.c4s + shape.o4s + shape.e4s + shape.residual * shape.o4s * pixels  # biases, residual
+    return KernelCost(ceil_div(invocations, workgroup) * workgroup, loads + (0 if shape.uniform else weights),
+                      shape.stores * pixels, weights * pixels, uniform_loads=weights if shape.uniform else 0)
+
+
+def choose_block(shape: BlockShape, weights: CostWeights) -> tuple[int, int]:
+    """The block of least estimated time (the larger on a tie), or the one WGNN_DWPW_BLOCK forces."""
+    forced = forced_block()
+    if forced:
+        return forced
+    return min(BLOCKS, key=lambda b: (estimate_us([block_cost(shape, b, weights.workgroup)], weights), -b[0] * b[1]))
+
+
+def forced_block() -> tuple[int, int] | None:
+    """WGNN_DWPW_BLOCK=RxC (e.g. 1x2) makes both dwpw kernels run that block (for A/B runs)."""
+    value = os.environ.get(BLOCK_ENV, "")
+    if not value:
+        return None
+    try:
+        block = tuple(int(v) for v in value.lower().split("x"))
+    except ValueError:
+        block = ()
+    if block not in BLOCKS:
+        raise WgnnError(f"{BLOCK_ENV}={value}: the dwpw kernels run blocks {', '.join(f'{r}x{c}' for r, c in BLOCKS)}")
+    return block
+
+
+def block_text(block: tuple[int, int], stride: int) -> dict[str, str]:
+    """The text parameters of a block: its size and the per-pixel lists of dwpw_stage.wgsl, written
+    out (as loops they compiled 2.5x slower)."""
+    rows, cols = block
+    taps = [f"tap(n, c4, iy, ix + {c})" for c in range((cols - 1) * stride + 3)]
+    row_sums = [f"acc[{c}] + k[0] * x[{c * stride}] + k[1] * x[{c * stride + 1}] + k[2] * x[{c * stride + 2}]"
+                for c in range(cols)]
+    sums = [f"{half}[{c}]" for half in ("top", "bottom")[:rows] for c in range(cols)]
+    products = [f"mac_pixel(acc[{i}], m, d[{i}])" for i in range(rows * cols)]
+    return {"ROWS": str(rows), "COLS": str(cols), "STRIDE": str(stride), "ROW": ", ".join(taps),
+            "MAC_ROW": ", ".join(row_sums), "SUMS": ", ".join(sums), "MAC": ", ".join(products)}
+
+
+def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: list, text: dict[str, str],
+                   shape: BlockShape) -> tuple[int, int]:
+    """Dispatch `kernel` with the block choose_block picks for `shape` (params slots 0, 1 and 12 set
+    here: invocations, column blocks, row blocks; the RESIDUAL constant from shape.residual), and
+    compile the other blocks' pipelines: a resize may pick another block and must compile nothing.
+    Returns the block."""
+    from .backend import WORKGROUP
+    from .conv_paths import adapter_weights
+    from .loader import UNIFORM
+    from .tuning import tuned_workgroup
+
+    context = ex.backend.context
+    weights = replace(adapter_weights(context), workgroup=tuned_workgroup(context, kernel, WORKGROUP))
+    block = choose_block(shape, weights)
+    written = set(ex.step.outputs)
+    bindings = tuple([ex.backend.binding_kind(name, name in written) for name in tensors] + [UNIFORM])
+    constants = {"RESIDUAL": int(shape.residual)}
+    for other in BLOCKS:
+        if other != block:
+            ex.backend.pipelines.get(kernel, bindings, params={**text, **block_text(other, shape.stride)},
+                                     constants={"WG": WORKGROUP, **constants})
+    rows, cols = ceil_div(shape.oh, block[0]), ceil_div(shape.ow, block[1])
+    count = shape.n * rows * cols
+    params = list(params)
+    params[0], params[1], params[12] = count, cols, rows
+    ex.dispatch(kernel, tensors, params, count, text={**text, **block_text(block, shape.stride)}, constants=constants)
+    return block
 
 
 def pack_pointwise_weights(w: np.ndarray) -> np.ndarray:
@@ -113,16 +240,17 @@ class ConvDwPwGpu(GpuExecution):
             [pack_channels(value_or_zeros(step, B_DW, channels)), pack_channels(value_or_zeros(step, B_PW, cout))]))
         residual = step.inputs[RESIDUAL] if has_input(step, RESIDUAL) else step.inputs[0]
         r = step.input_specs[RESIDUAL] if has_input(step, RESIDUAL) else x
-        blocks, rows = ceil_div(ow, BLOCK[0]), ceil_div(oh, BLOCK[1])
-        count = n * rows * blocks
         attrs = step.attrs
-        params = [count, blocks, strides[0], c4s, o4s, int(has_input(step, RESIDUAL)), *begin,
+        params = [0, 0, 0, c4s, o4s, 0, *begin,
                   float(attrs["dw_activation_alpha"]), float(attrs["dw_activation_beta"]),
-                  float(attrs["activation_alpha"]), float(attrs["activation_beta"]), rows, 0, 0, 0,
+                  float(attrs["activation_alpha"]), float(attrs["activation_beta"]), 0, 0, 0, 0,
                   *accessor_params(x), *accessor_params(y), *accessor_params(r)]
         text = feature_map_text(self, {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 4, 21, True),
                                        "r": (residual, 5, 26, False)}, half=half)
-        text.update(ACC="f32", WD_DECL=wd_decl, WP_DECL=wp_decl, DW=STRIDES[strides[0]],
+        text.update(ACC="f32", WD_DECL=wd_decl, WP_DECL=wp_decl,
                     DW_ACT=activation_expression(step, "dw_activation")[0],
                     ACT=activation_expression(step, "activation")[0])
-        self.dispatch(KERNEL, [step.inputs[0], wd, wp, biases, step.outputs[0], residual], params, count, text=text)
+        shape = BlockShape(n, oh, ow, strides[0], c4s, o4s, stores=o4s, residual=has_input(step, RESIDUAL),
+                           uniform="var<uniform>" in wp_decl)
+        self.block = dispatch_block(self, KERNEL, [step.inputs[0], wd, wp, biases, step.outputs[0], residual], params,
+                                    text, shape)

@@ -4,10 +4,12 @@ on lavapipe at small images) is saved, and the block output is neither read back
 another node reads it, written.
 
 Each invocation computes, as ConvDwPw's kernel does (backends/wgpu/conv_dwpw.py), every project
-slice of a block of 2 x 4 output pixels, then loops over the expand slices, each the project
-results times its 4x4 weight blocks. The project and expand weights are packed once into one
-buffer (a uniform one on CPU adapters where they fit, conv_paths.weights_binding), so the kernel
-binds at most 7 storage buffers. fp16-arith as ConvDwPw: 16-bit products, 32-bit sums.
+slice of a block of output pixels, then loops over the expand slices, each the project results
+times its 4x4 weight blocks. The block is picked from the output's size as for ConvDwPw
+(conv_dwpw.dispatch_block; the expand weights are read once per invocation too, so they count
+with the others). The project and expand weights are packed once into one buffer (a uniform one
+on CPU adapters where they fit, conv_paths.weights_binding), so the kernel binds at most 7 storage
+buffers. fp16-arith as ConvDwPw: 16-bit products, 32-bit sums.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ from ..base import Step
 from .backend import GpuExecution, gpu_kernel
 from .conv import ceil_div, infer_context, known, pack_channels, pack_depthwise_weights
 from .conv_dwpw import (
-    BLOCK,
-    STRIDES,
+    BlockShape,
     ConvDwPwGpu,
     activation_expression,
+    dispatch_block,
     has_input,
     pack_pointwise_weights,
     value_or_zeros,
@@ -95,12 +97,10 @@ class ConvDwPwExpandGpu(GpuExecution):
         r = step.input_specs[RESIDUAL] if has_input(step, RESIDUAL) else x
         keeps = keeps_block(step.node)
         z_spec = step.output_specs[1] if keeps else y
-        blocks, rows = ceil_div(ow, BLOCK[0]), ceil_div(oh, BLOCK[1])
-        count = n * rows * blocks
         attrs = step.attrs
-        params = [count, blocks, strides[0], c4s, o4s, int(has_input(step, RESIDUAL)), *begin,
+        params = [0, 0, 0, c4s, o4s, 0, *begin,
                   float(attrs["dw_activation_alpha"]), float(attrs["dw_activation_beta"]),
-                  float(attrs["activation_alpha"]), float(attrs["activation_beta"]), rows, e4s,
+                  float(attrs["activation_alpha"]), float(attrs["activation_beta"]), 0, e4s,
                   float(attrs["ex_activation_alpha"]), float(attrs["ex_activation_beta"]),
                   *accessor_params(x), *accessor_params(y), *accessor_params(r), *accessor_params(z_spec)]
         names = {"x": (step.inputs[0], 0, 16, False), "y": (step.outputs[0], 4, 21, True),
@@ -112,9 +112,11 @@ class ConvDwPwExpandGpu(GpuExecution):
         if not keeps:  # the bias buffer bound again, never written: store_z does nothing
             text["DECL_Z"] = ("@group(0) @binding(6) var<storage, read_write> z_unused: array<vec4<f32>>;\n"
                               f"fn store_z(n: i32, c4: i32, y: i32, x: i32, v: vec4<{text['FLOAT']}>) {{\n}}")
-        text.update(ACC="f32", WD_DECL=wd_decl, WP_DECL=wp_decl, DW=STRIDES[strides[0]],
+        text.update(ACC="f32", WD_DECL=wd_decl, WP_DECL=wp_decl,
                     DW_ACT=activation_expression(step, "dw_activation")[0],
                     ACT=activation_expression(step, "activation")[0],
                     EX_ACT=activation_expression(step, "ex_activation")[0])
-        self.dispatch(KERNEL, [step.inputs[0], wd, wp, biases, step.outputs[0], residual, z], params, count,
-                      text=text)
+        shape = BlockShape(n, oh, ow, strides[0], c4s, o4s, e4s, stores=e4s + o4s * keeps,
+                           residual=has_input(step, RESIDUAL), uniform="var<uniform>" in wp_decl)
+        self.block = dispatch_block(self, KERNEL, [step.inputs[0], wd, wp, biases, step.outputs[0], residual, z],
+                                    params, text, shape)

@@ -4,7 +4,11 @@ The IR op runs on numpy and on every GPU adapter against onnxruntime running the
 stands for (with the Clip, Add and activation nodes the converter folds into them): channels not
 a multiple of 4, 1 to 32 output channels, stride 1 and 2, odd and tiny images, batch 2, each bias
 absent, residual, fused activations; the GPU kernel on buffer and texture storage in fp32, fp16
-and fp16-arith; resizes that compile nothing; what the GPU kernel refuses; shape errors."""
+and fp16-arith; every pixel block the kernel is compiled for (backends/wgpu/conv_dwpw.py) on odd
+sizes, and the rule that picks the block from the output's size; resizes that compile nothing
+while the block changes; what the GPU kernel refuses; shape errors."""
+from dataclasses import replace
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -14,8 +18,10 @@ from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.numpy import composite as numpy_composite
 from wgnn.backends.numpy import conv as numpy_conv
 from wgnn.backends.wgpu import loader
+from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, BLOCKS, BlockShape, choose_block
+from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS
 from wgnn.backends.wgpu.loader import pipeline_cache
-from wgnn.engine.errors import ShapeError
+from wgnn.engine.errors import ShapeError, WgnnError
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
 from wgnn.models.format import model_to_bytes, read_model
 
@@ -199,13 +205,52 @@ def dwpw_dispatches(session):
             for d in getattr(ex, "dispatches", [])]
 
 
+def dwpw_blocks(session) -> list[tuple[int, int]]:
+    """The pixel block each GPU ConvDwPw step runs."""
+    return [ex.block for segment in session.session.segments for step, ex in segment.steps
+            if step.op.op_type == "ConvDwPw" and hasattr(ex, "block")]
+
+
+def block_name(block: tuple[int, int]) -> str:
+    return f"{block[0]}x{block[1]}"
+
+
+# Odd sizes for every block: 1x1 and 3x5 images, widths and heights no multiple of the block (5x7 at
+# stride 1, 9x11 -> 5x6 at stride 2), batch 2, channels no multiple of 4, residual.
+BLOCK_CASES = {
+    "c5-cout4-1x1-image-residual": {"c": 5, "cout": 4, "size": (1, 1), "residual": True},
+    "c6-cout9-3x5-batch2-residual": {"c": 6, "cout": 9, "size": (3, 5), "batch": 2, "residual": True},
+    "c7-cout13-5x7-relu": {"c": 7, "cout": 13, "size": (5, 7), "act": {"kind": "relu"}},
+    "c10-cout24-9x11-stride2-batch2-residual": {"c": 10, "cout": 24, "stride": 2, "size": (9, 11), "batch": 2,
+                                               "residual": True},
+    "c3-cout2-2x3-stride2": {"c": 3, "cout": 2, "stride": 2, "size": (2, 3)},
+}
+
+
+@needs_gpu
+@pytest.mark.parametrize("block", BLOCKS, ids=block_name)
+@pytest.mark.parametrize("options", BLOCK_CASES.values(), ids=BLOCK_CASES.keys())
+def test_every_block_matches_the_conv_pair(monkeypatch, block, options):
+    monkeypatch.setenv(BLOCK_ENV, block_name(block))
+    case = Case(**options)
+    want = case.reference()[0]
+    model = case.ir_model()
+    numpy_got = session_for(model, "numpy").run(None, case.feeds())[0]
+    np.testing.assert_allclose(numpy_got, want, rtol=1e-5, atol=1e-5)
+    for adapter in ADAPTERS:
+        session = session_for(model, f"wgpu:{adapter['index']}")
+        got = session.run(None, case.feeds())[0]
+        assert session.report()["fallbacks"] == [] and dwpw_blocks(session) == [block], adapter["index"]
+        np.testing.assert_allclose(got, numpy_got, rtol=1e-4, atol=1e-4, err_msg=f"wgpu:{adapter['index']}")
+
+
 @needs_gpu
 @pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
 @pytest.mark.parametrize("storage, precision", [("buffer", "fp32"), ("texture", "fp32"), ("buffer", "fp16"),
                                                 ("texture", "fp16"), ("buffer", "fp16-arith"),
                                                 ("texture", "fp16-arith")])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_storages_and_precisions(kernel_types, adapter, storage, precision, stride):
+def test_storages_and_precisions(kernel_types, monkeypatch, adapter, storage, precision, stride):
     info = ADAPTERS[adapter]
     f16 = "shader-f16" in info["features"]
     if precision != "fp32" and storage == "buffer" and not f16:
@@ -214,16 +259,19 @@ def test_storages_and_precisions(kernel_types, adapter, storage, precision, stri
     case = Case(c=10, cout=24, stride=stride, size=(7, 9), batch=2, residual=stride == 1)
     want = case.reference()[0]
     config = wgnn.Config(providers=("wgpu",), adapter=adapter, storage=storage, precision=precision)
-    session = wgnn.InferenceSession(case.ir_model(), config=config)
-    got = session.run(None, case.feeds())[0]
-    error = float(np.abs(got - want).max() / np.abs(want).max())
-    assert error <= (1e-5 if precision == "fp32" else 4e-3), f"max relative error {error:.3g}"
-    placements = session.session.backends[0].placements
-    assert {p.storage for p in placements.values()} == {storage}
-    dispatches = dwpw_dispatches(session)
-    assert len(dispatches) == 1 and dispatches[0].kernel.path == KERNEL
-    half = precision == "fp16-arith" and f16
-    assert kernel_types[id(dispatches[0].kernel)] == ("f16" if half else "f32")
+    for block in BLOCKS:
+        monkeypatch.setenv(BLOCK_ENV, block_name(block))
+        session = wgnn.InferenceSession(case.ir_model(), config=config)
+        got = session.run(None, case.feeds())[0]
+        error = float(np.abs(got - want).max() / np.abs(want).max())
+        assert error <= (1e-5 if precision == "fp32" else 4e-3), f"{block}: max relative error {error:.3g}"
+        placements = session.session.backends[0].placements
+        assert {p.storage for p in placements.values()} == {storage}
+        dispatches = dwpw_dispatches(session)
+        assert len(dispatches) == 1 and dispatches[0].kernel.path == KERNEL
+        assert dwpw_blocks(session) == [block]
+        half = precision == "fp16-arith" and f16
+        assert kernel_types[id(dispatches[0].kernel)] == ("f16" if half else "f32")
 
 
 @needs_gpu
@@ -242,19 +290,74 @@ def test_weights_past_a_uniform_buffer():
 @needs_gpu
 @pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
 def test_resize_compiles_nothing(adapter):
+    """The first prepare compiles every block's pipeline: resizes that change the block (on
+    lavapipe 1x1 at a 1x1 output, 1x2 at 4x4, 2x2 at 3x3 in a batch of 2, 2x4 at 6x6) compile nothing."""
     case = Case(c=10, cout=24, stride=2, residual=True)
     model = case.ir_model(symbolic=True)
     numpy_session = wgnn.InferenceSession(model, providers=["numpy"])
     session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=adapter))
     cache = pipeline_cache(session.session.backends[0].context)
-    compiled = None
-    for batch, size in ((1, 7), (2, 5), (1, 12)):
+    compiled, blocks = None, set()
+    for batch, size in ((1, 1), (1, 7), (2, 5), (1, 12), (1, 7)):
         out = (size - 1) // 2 + 1
         feeds = {"x": r(batch, 10, size, size), "r": r(batch, 24, out, out)}
         np.testing.assert_allclose(session.run(None, feeds)[0], numpy_session.run(None, feeds)[0], rtol=1e-4,
                                    atol=1e-4)
         compiled = cache.compiled if compiled is None else compiled
         assert cache.compiled == compiled, "a resize compiled pipelines"
+        blocks.update(dwpw_blocks(session))
+    if dwpw_dispatches(session)[0].kernel.workgroup == 8:  # the sizes above are picked for 8-lane workgroups
+        assert blocks == set(BLOCKS)
+
+
+# ---------------------------------------------------------------------------- the block rule
+LAVAPIPE = replace(CPU_WEIGHTS, workers=2, workgroup=8)  # this project's 2-core machines, 8-lane SIMD groups
+
+
+def expand_shape(size: int, stride: int, c: int, project: int, expand: int, *, n: int = 1,
+                 residual: bool = False) -> BlockShape:
+    """A ConvDwPwExpand's (expand 0: a ConvDwPw's) cost inputs at a square output of `size`."""
+    c4s, o4s, e4s = -(-c // 4), -(-project // 4), -(-expand // 4)
+    return BlockShape(n, size, size, stride, c4s, o4s, e4s, stores=e4s or o4s, residual=residual)
+
+
+def test_the_block_follows_the_output_size():
+    """MobileNetV2 (width 16) on lavapipe, measured: 2x4 is fastest on 16x16 and 8x8 outputs (one
+    full SIMD group or more), 1x2 on 4x4 ones (2x4 leaves 6 of 8 lanes idle: 1.3-1.5x faster), 1x1 on
+    2x2 ones (1.4-1.9x); at 224 every map keeps 2x4."""
+    blocks = [choose_block(shape, LAVAPIPE) for shape in (
+        expand_shape(16, 1, 16, 16, 96, residual=True), expand_shape(8, 2, 96, 24, 144),
+        expand_shape(8, 1, 144, 24, 144, residual=True), expand_shape(4, 2, 144, 32, 192),
+        expand_shape(4, 1, 192, 32, 64, residual=True))]
+    assert blocks == [(2, 4), (2, 4), (2, 4), (1, 2), (1, 2)]
+    assert choose_block(expand_shape(2, 2, 144, 32, 192), LAVAPIPE) == (1, 1)
+    assert choose_block(expand_shape(1, 1, 192, 32, 64), LAVAPIPE) == (1, 1)
+    assert choose_block(expand_shape(4, 2, 144, 32, 0), LAVAPIPE) == (1, 2)  # ConvDwPw alone
+    assert choose_block(expand_shape(8, 1, 144, 24, 0, residual=True), LAVAPIPE) == (2, 4)
+    for size in (112, 56, 28, 14):
+        assert choose_block(expand_shape(size, 1, 144, 32, 192), LAVAPIPE) == (2, 4), size
+
+
+def test_the_block_counts_invocations_not_pixels():
+    """Images of a batch fill lanes as pixels do; a wider workgroup wants more invocations; a
+    second worker thread pays for its start; ties go to the larger block."""
+    assert [choose_block(expand_shape(4, 2, 144, 32, 192, n=n), LAVAPIPE) for n in (1, 2, 8)] == [
+        (1, 2), (2, 2), (2, 4)]
+    assert choose_block(expand_shape(8, 2, 144, 32, 192), replace(LAVAPIPE, workgroup=32)) == (1, 1)
+    assert choose_block(expand_shape(8, 2, 144, 32, 192), LAVAPIPE) == (2, 2)  # two workgroups, two workers
+    assert choose_block(expand_shape(8, 2, 144, 32, 192), replace(LAVAPIPE, workers=1)) == (2, 4)
+    assert choose_block(expand_shape(0, 1, 16, 16, 0), LAVAPIPE) == (2, 4)  # nothing to do
+    # GPU cost weights (an estimate; 64-wide workgroups): small maps take small blocks sooner.
+    assert [choose_block(expand_shape(size, 1, 144, 32, 192), GPU_WEIGHTS) for size in (56, 14, 7)] == [
+        (2, 4), (2, 2), (1, 1)]
+
+
+def test_a_forced_block(monkeypatch):
+    monkeypatch.setenv(BLOCK_ENV, "1x2")
+    assert choose_block(expand_shape(112, 1, 16, 16, 96), LAVAPIPE) == (1, 2)
+    monkeypatch.setenv(BLOCK_ENV, "3x3")
+    with pytest.raises(WgnnError, match="WGNN_DWPW_BLOCK=3x3: the dwpw kernels run blocks 2x4, 2x2, 1x2, 1x1"):
+        choose_block(expand_shape(8, 1, 16, 16, 0), LAVAPIPE)
 
 
 def test_empty_batch():

@@ -4,13 +4,17 @@
 Each case converts an ONNX MobileNet-style pair (depthwise 3x3 + ReLU6, 1x1 project [+ residual],
 1x1 expand + ReLU6), checks the fused op types, that numpy computes exactly what the unfused graph
 computes on numpy, and that numpy and every GPU adapter (buffer and texture storage, fp16 storage,
-fp16-arith) match onnxruntime; the GPU runs the pair in one dispatch. Refusals keep the Conv."""
+fp16-arith) match onnxruntime; the GPU runs the pair in one dispatch, with every pixel block its
+kernel is compiled for (backends/wgpu/conv_dwpw.py) on odd sizes, and resizes that change the block
+compile nothing. Refusals keep the Conv."""
 import numpy as np
 import onnxruntime as ort
 import pytest
 from helpers import gpu_adapters
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu import loader
+from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, BLOCKS
+from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
 from wgnn.models.format import model_to_bytes
@@ -100,7 +104,16 @@ def fused_dispatches(session) -> list:
             if step.op.op_type == "ConvDwPwExpand" for d in getattr(ex, "dispatches", [])]
 
 
-def check(model, feeds, expected_ops, monkeypatch, *, configs=None):
+def fused_blocks(session) -> list[tuple[int, int]]:
+    return [ex.block for segment in session.session.segments for step, ex in segment.steps
+            if step.op.op_type == "ConvDwPwExpand" and hasattr(ex, "block")]
+
+
+def block_name(block: tuple[int, int]) -> str:
+    return f"{block[0]}x{block[1]}"
+
+
+def check(model, feeds, expected_ops, monkeypatch, *, configs=None, block=None):
     converted = wgnn.convert(model)
     assert [n.op_type for n in converted.graph.nodes] == expected_ops
     want = reference(model, feeds)
@@ -119,6 +132,7 @@ def check(model, feeds, expected_ops, monkeypatch, *, configs=None):
         assert len(fused_dispatches(session)) == int(fused)
         if fused:
             assert fused_dispatches(session)[0].kernel.path == KERNEL
+            assert block is None or fused_blocks(session) == [block], config
         half = config.precision != "fp32"
         for g, w in zip(result, want, strict=True):
             error = float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-6))
@@ -187,8 +201,58 @@ def test_storages_and_precisions(adapter, storage, precision, monkeypatch):
     monkeypatch.setattr(loader.PipelineCache, "get", get)
     model, feeds = pair(c=16, project=24, expand=40, stride=1, residual=True, extra="relu")
     config = wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter, storage=storage, precision=precision)
-    check(model, feeds, ["ConvDwPwExpand", "Unary"], monkeypatch, configs=[config])
+    for block in BLOCKS:
+        monkeypatch.setenv(BLOCK_ENV, block_name(block))
+        check(model, feeds, ["ConvDwPwExpand", "Unary"], monkeypatch, configs=[config], block=block)
     assert set(floats) == {"f16" if precision == "fp16-arith" and f16 else "f32"}
+
+
+# Odd sizes for every block: 1x1 and 3x5 images, widths and heights no multiple of the block (5x7 at
+# stride 1, 9x11 -> 5x6 at stride 2), batch 2, channels no multiple of 4, residual, the block output
+# kept (read by another node, or a graph output).
+BLOCK_CASES = {
+    "c5-p3-e6-1x1-image-residual": {"c": 5, "project": 3, "expand": 6, "size": (1, 1), "residual": True},
+    "c6-p8-e10-3x5-kept": {"c": 6, "project": 8, "expand": 10, "size": (3, 5), "extra": "relu"},
+    "c7-p5-e13-5x7-batch1": {"c": 7, "project": 5, "expand": 13, "size": (5, 7), "batch": 1},
+    "c10-p24-e9-9x11-stride2-residual-output-kept": {"c": 10, "project": 24, "expand": 9, "stride": 2,
+                                                     "size": (9, 11), "residual": True, "extra": "output"},
+}
+
+
+@pytest.mark.skipif(not ADAPTERS, reason="no GPU adapter (install mesa-vulkan-drivers)")
+@pytest.mark.parametrize("block", BLOCKS, ids=block_name)
+@pytest.mark.parametrize("options", BLOCK_CASES.values(), ids=BLOCK_CASES.keys())
+def test_every_block(options, block, monkeypatch):
+    monkeypatch.setenv(BLOCK_ENV, block_name(block))
+    model, feeds = pair(**options)
+    check(model, feeds, ["ConvDwPwExpand"] + (["Unary"] if options.get("extra") == "relu" else []), monkeypatch,
+          block=block)
+
+
+@needs_gpu
+@pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
+def test_resize_compiles_nothing(adapter):
+    """The first prepare compiles every block's pipeline: resizes that change the block (on
+    lavapipe 1x1 at a 1x1 output, 1x2 at 4x4, 2x2 at 3x3 in a batch of 2, 2x4 at 6x6) compile nothing."""
+    # (No residual: the converter adds one only where it knows its shape to be the block's.)
+    model, _ = pair(c=10, project=8, expand=12, stride=2, extra="output", size=(7, 7), batch=1)
+    dims = model.graph.input[0].type.tensor_type.shape.dim  # x: N, H, W symbolic
+    for i, name in ((0, "N"), (2, "H"), (3, "W")):
+        dims[i].dim_param = name
+    data = model_to_bytes(wgnn.convert(model))
+    numpy_session = wgnn.InferenceSession(data, providers=["numpy"])
+    session = wgnn.InferenceSession(data, config=wgnn.Config(providers=("wgpu",), adapter=adapter))
+    cache = pipeline_cache(session.session.backends[0].context)
+    compiled, blocks = None, set()
+    for batch, size in ((1, 1), (1, 7), (2, 5), (1, 12), (1, 7)):
+        feeds = {"x": r(batch, 10, size, size, scale=2.0)}
+        for got, want in zip(session.run(None, feeds), numpy_session.run(None, feeds), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        compiled = cache.compiled if compiled is None else compiled
+        assert cache.compiled == compiled, "a resize compiled pipelines"
+        blocks.update(fused_blocks(session))
+    if fused_dispatches(session)[0].kernel.workgroup == 8:  # the sizes above are picked for 8-lane workgroups
+        assert blocks == set(BLOCKS)
 
 
 REFUSED = {
