@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import onnxruntime as ort
 import pytest
+from dwpw_block_cases import STORAGE_PRECISIONS, block_name, blocks_for
 from helpers import gpu_adapters, session_for
 from helpers import test_backends as backends_under_test
 from onnx import TensorProto, helper, numpy_helper
@@ -211,8 +212,7 @@ def dwpw_blocks(session) -> list[tuple[int, int]]:
             if step.op.op_type == "ConvDwPw" and hasattr(ex, "block")]
 
 
-def block_name(block: tuple[int, int]) -> str:
-    return f"{block[0]}x{block[1]}"
+
 
 
 # Odd sizes for every block: 1x1 and 3x5 images, widths and heights no multiple of the block (5x7 at
@@ -246,9 +246,7 @@ def test_every_block_matches_the_conv_pair(monkeypatch, block, options):
 
 @needs_gpu
 @pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
-@pytest.mark.parametrize("storage, precision", [("buffer", "fp32"), ("texture", "fp32"), ("buffer", "fp16"),
-                                                ("texture", "fp16"), ("buffer", "fp16-arith"),
-                                                ("texture", "fp16-arith")])
+@pytest.mark.parametrize("storage, precision", STORAGE_PRECISIONS)
 @pytest.mark.parametrize("stride", [1, 2])
 def test_storages_and_precisions(kernel_types, monkeypatch, adapter, storage, precision, stride):
     info = ADAPTERS[adapter]
@@ -259,7 +257,7 @@ def test_storages_and_precisions(kernel_types, monkeypatch, adapter, storage, pr
     case = Case(c=10, cout=24, stride=stride, size=(7, 9), batch=2, residual=stride == 1)
     want = case.reference()[0]
     config = wgnn.Config(providers=("wgpu",), adapter=adapter, storage=storage, precision=precision)
-    for block in BLOCKS:
+    for block in blocks_for(storage, precision):
         monkeypatch.setenv(BLOCK_ENV, block_name(block))
         session = wgnn.InferenceSession(case.ir_model(), config=config)
         got = session.run(None, case.feeds())[0]

@@ -10,6 +10,7 @@ compile nothing. Refusals keep the Conv."""
 import numpy as np
 import onnxruntime as ort
 import pytest
+from dwpw_block_cases import STORAGE_PRECISIONS, block_name, blocks_for
 from helpers import gpu_adapters
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu import loader
@@ -109,8 +110,6 @@ def fused_blocks(session) -> list[tuple[int, int]]:
             if step.op.op_type == "ConvDwPwExpand" and hasattr(ex, "block")]
 
 
-def block_name(block: tuple[int, int]) -> str:
-    return f"{block[0]}x{block[1]}"
 
 
 def check(model, feeds, expected_ops, monkeypatch, *, configs=None, block=None):
@@ -183,10 +182,11 @@ def test_the_pair_fuses(options, monkeypatch):
 
 @needs_gpu
 @pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
-@pytest.mark.parametrize("storage, precision", [("buffer", "fp32"), ("texture", "fp32"), ("buffer", "fp16"),
-                                                ("texture", "fp16"), ("buffer", "fp16-arith"),
-                                                ("texture", "fp16-arith")])
+@pytest.mark.parametrize("storage, precision", STORAGE_PRECISIONS)
 def test_storages_and_precisions(adapter, storage, precision, monkeypatch):
+    """Every block in fp32 buffers; each other storage and precision with two blocks, the
+    combinations rotating so that every block meets several (each kernel variant costs a
+    compile of ~1 s on lavapipe with a cold driver cache)."""
     f16 = "shader-f16" in ADAPTERS[adapter]["features"]
     if precision != "fp32" and storage == "buffer" and not f16:
         pytest.skip("16-bit buffers need shader-f16")
@@ -201,7 +201,7 @@ def test_storages_and_precisions(adapter, storage, precision, monkeypatch):
     monkeypatch.setattr(loader.PipelineCache, "get", get)
     model, feeds = pair(c=16, project=24, expand=40, stride=1, residual=True, extra="relu")
     config = wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter, storage=storage, precision=precision)
-    for block in BLOCKS:
+    for block in blocks_for(storage, precision):
         monkeypatch.setenv(BLOCK_ENV, block_name(block))
         check(model, feeds, ["ConvDwPwExpand", "Unary"], monkeypatch, configs=[config], block=block)
     assert set(floats) == {"f16" if precision == "fp16-arith" and f16 else "f32"}

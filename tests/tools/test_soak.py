@@ -3,6 +3,7 @@ the verdicts on sessions that leak memory, leak GPU objects or change their answ
 from __future__ import annotations
 
 import json
+import mmap
 import subprocess
 import sys
 
@@ -73,7 +74,11 @@ class FakeSession:
     def run(self, feeds):
         self.calls += 1
         if self.leak_bytes:
-            self.kept.append(np.ones(self.leak_bytes, np.uint8))
+            # A mapping of its own, written to: new resident pages, where a heap allocation could
+            # reuse pages an earlier test in the worker freed and leave RSS flat.
+            memory = mmap.mmap(-1, self.leak_bytes)
+            memory.write(b"\1" * self.leak_bytes)
+            self.kept.append(memory)
         if self.gpu_leak:
             import wgpu
 
