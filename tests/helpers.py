@@ -134,3 +134,29 @@ def check_model(model: onnx.ModelProto, feeds: dict, *, expected: list[np.ndarra
         for i, (got, want) in enumerate(zip(results, expected)):
             assert_close(np.asarray(got), np.asarray(want), **tol, what=f"output {i} on {backend}")
     return results
+
+
+class Pipelines(dict):
+    """id(kernel) -> (path, FLOAT text, override constants) of every pipeline the pipeline caches
+    hand out while a test records them (record_pipelines)."""
+
+    def float_of(self, kernel) -> str | None:
+        return self[id(kernel)][1]
+
+
+def record_pipelines(monkeypatch) -> Pipelines:
+    """Record, for the rest of the test, what each pipeline was built with (its kernel path, the
+    {{FLOAT}} text and the override constants it was asked for)."""
+    from wgnn.backends.wgpu import loader
+
+    seen = Pipelines()
+    original = loader.PipelineCache.get
+
+    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
+        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
+        seen[id(kernel)] = (path, (params or {}).get("FLOAT"), dict(constants or {}))
+        return kernel
+
+    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    return seen
+

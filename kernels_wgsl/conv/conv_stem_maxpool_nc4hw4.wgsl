@@ -19,6 +19,7 @@
 // fp16-arith (constants and accessors typed so); the sums run in 32 bits, as do the epilogue and
 // the maxima, stored in the FLOAT type. No type names in comments: the loader enables 16-bit
 // floats wherever their name appears.
+// include: conv/stem_tap.wgsl
 {{DECL_X}}
 {{DECL_Y}}
 {{DECL_Z}}
@@ -26,17 +27,6 @@
 override WG: u32 = 64u;
 
 {{WEIGHTS}}
-
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
-
-// Input pixel (n, c4, iy, col), zeros outside the image (padding); `row` says iy is inside.
-fn tap(n: i32, c4: i32, iy: i32, col: i32, row: bool) -> vec4<{{FLOAT}}> {
-    let wd = p(19u);
-    let inside = row && col >= 0 && col < wd;
-    return select(vec4<{{FLOAT}}>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(col, 0, wd - 1)), inside);
-}
 
 // Conv output (n, oc4, cy, cx) from `sums` (its sums plus the bias): the activation, its store to
 // z where the op keeps it; -inf (no part in the max) outside the conv output.

@@ -16,6 +16,7 @@
 // fp16-arith (constants and accessors typed so); ACC the type the sums run in (conv_paths.py). The
 // epilogue is 32-bit, its result stored in the FLOAT type. No type names in comments: the loader
 // enables 16-bit floats wherever their name appears.
+// include: conv/stem_tap.wgsl
 {{DECL_X}}
 {{DECL_Y}}
 {{DECL_R}}
@@ -23,17 +24,6 @@
 override WG: u32 = 64u;
 
 {{WEIGHTS}}
-
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
-
-// Input pixel (n, c4, iy, col), zeros outside the image (padding); `row` says iy is inside.
-fn tap(n: i32, c4: i32, iy: i32, col: i32, row: bool) -> vec4<{{FLOAT}}> {
-    let wd = p(19u);
-    let inside = row && col >= 0 && col < wd;
-    return select(vec4<{{FLOAT}}>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(col, 0, wd - 1)), inside);
-}
 
 // Residual, activation and store of output pixel (n, oc4, oy, ox) (`sums`: its sums plus the
 // bias), unless it is past the row's end.

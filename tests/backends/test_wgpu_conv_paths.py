@@ -6,7 +6,7 @@ kernels; the cost model's choices; resizes that compile nothing."""
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import assert_close, gpu_adapters, gpu_fallbacks
+from helpers import assert_close, gpu_adapters, gpu_fallbacks, record_pipelines
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS, choose_path
 from wgnn.models.zoo import build, example_inputs
@@ -193,17 +193,7 @@ def test_direct(monkeypatch, x_shape, cout, kernel, attrs, options, quads):
 def test_stride2_depthwise_in_fp16_arith(monkeypatch, storage):
     """depthwise3x3s2_nc4hw4.wgsl multiplies and sums in 16 bits under precision fp16-arith on adapters
     with shader-f16 (others run it as fp16: 32-bit arithmetic on 16-bit feature maps)."""
-    from wgnn.backends.wgpu import loader
-
-    types = {}  # id(pipeline) -> its FLOAT text
-    original = loader.PipelineCache.get
-
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
-        types[id(kernel)] = (params or {}).get("FLOAT")
-        return kernel
-
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    pipelines = record_pipelines(monkeypatch)
     model, feeds = case((2, 7, 13, 11), 7, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, residual=True,
                         act="relu", group=7)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
@@ -216,7 +206,7 @@ def test_stride2_depthwise_in_fp16_arith(monkeypatch, storage):
         got = session.run(None, feeds)[0]
         assert_close(got, want, what=f"adapter {adapter['index']} ({storage})", rtol=1e-2, atol=2e-2)
         kernel = conv_executions(session)[0].dispatches[0].kernel
-        assert kernel.path == DW_S2_KERNEL and types[id(kernel)] == ("f16" if half else "f32")
+        assert kernel.path == DW_S2_KERNEL and pipelines.float_of(kernel) == ("f16" if half else "f32")
 
 
 def test_forced_path_that_cannot_run_leaves_the_choice_to_the_cost_model(monkeypatch):

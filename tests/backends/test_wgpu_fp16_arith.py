@@ -15,7 +15,7 @@ import math
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import gpu_adapters
+from helpers import gpu_adapters, record_pipelines
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu import conv_paths, elementwise, loader
 from wgnn.backends.wgpu.layout import nc4hw4_dims
@@ -39,33 +39,30 @@ def r(*shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-class Kernels(dict):
-    """{path: {arithmetic types (FLOAT) its pipelines were asked for}}, and the type of each pipeline."""
+class Kernels:
+    """The pipelines asked for while the test runs (helpers.record_pipelines) and, per session, the
+    arithmetic types (FLOAT) of the dispatches it runs."""
 
-    def __init__(self):
-        super().__init__()
-        self.types: dict[int, str | None] = {}
+    def __init__(self, pipelines):
+        self.pipelines = pipelines
 
     def ran(self, session, path: str) -> set:
         """The arithmetic types of the dispatches of `path` the session runs (not only compiled:
         the conv paths also compile their alternatives' pipelines)."""
-        return {self.types[id(d.kernel)] for segment in session.session.segments for _, ex in segment.steps
+        return {self.pipelines.float_of(d.kernel) for segment in session.session.segments for _, ex in segment.steps
                 for d in getattr(ex, "dispatches", []) if d.kernel.path == path}
+
+    def asked(self) -> set:
+        """The arithmetic types of every pipeline asked for since the last clear()."""
+        return {float_type for _, float_type, _ in self.pipelines.values()}
+
+    def clear(self) -> None:
+        self.pipelines.clear()
 
 
 @pytest.fixture
 def kernels(monkeypatch):
-    seen = Kernels()
-    original = loader.PipelineCache.get
-
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
-        seen.setdefault(path, set()).add((params or {}).get("FLOAT"))
-        seen.types[id(kernel)] = (params or {}).get("FLOAT")
-        return kernel
-
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
-    return seen
+    return Kernels(record_pipelines(monkeypatch))
 
 
 def gpu_session(model, adapter, storage, precision="fp16-arith"):
@@ -158,7 +155,7 @@ def test_without_shader_f16_fp16_arith_runs_as_fp16(kernels, caplog, name):
     for want, same, have in zip(expected, as_fp16, got, strict=True):
         np.testing.assert_array_equal(have, same)  # the very kernels of fp16: f32 arithmetic
         assert relative_error(have, want) <= FP16_TOLERANCE
-    assert all(types <= {"f32", None} for types in kernels.values())
+    assert kernels.asked() <= {"f32", None}
     backend = session.session.backends[0]
     assert backend.half and all(p.half and p.storage == "texture" for p in backend.placements.values())
     told = [r.getMessage() for r in caplog.records if "fp16-arith" in r.getMessage()]

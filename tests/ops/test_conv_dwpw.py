@@ -13,12 +13,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from dwpw_block_cases import STORAGE_PRECISIONS, block_name, blocks_for
-from helpers import gpu_adapters, session_for
+from helpers import gpu_adapters, record_pipelines, session_for
 from helpers import test_backends as backends_under_test
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.numpy import composite as numpy_composite
 from wgnn.backends.numpy import conv as numpy_conv
-from wgnn.backends.wgpu import loader
 from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, BLOCKS, BlockShape, choose_block
 from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS
 from wgnn.backends.wgpu.loader import pipeline_cache
@@ -182,23 +181,10 @@ def test_depthwise_result_in_shared_scratch(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- GPU
-class _Floats(dict):
-    """The FLOAT type the dwpw pipelines were built with, per pipeline."""
-
-
 @pytest.fixture
 def kernel_types(monkeypatch):
-    seen = _Floats()
-    original = loader.PipelineCache.get
-
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
-        if path == KERNEL:
-            seen[id(kernel)] = (params or {}).get("FLOAT")
-        return kernel
-
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
-    return seen
+    """What the pipelines were built with (helpers.record_pipelines)."""
+    return record_pipelines(monkeypatch)
 
 
 def dwpw_dispatches(session):
@@ -269,7 +255,7 @@ def test_storages_and_precisions(kernel_types, monkeypatch, adapter, storage, pr
         assert len(dispatches) == 1 and dispatches[0].kernel.path == KERNEL
         assert dwpw_blocks(session) == [block]
         half = precision == "fp16-arith" and f16
-        assert kernel_types[id(dispatches[0].kernel)] == ("f16" if half else "f32")
+        assert kernel_types.float_of(dispatches[0].kernel) == ("f16" if half else "f32")
 
 
 @needs_gpu

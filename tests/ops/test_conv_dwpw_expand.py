@@ -11,9 +11,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from dwpw_block_cases import STORAGE_PRECISIONS, block_name, blocks_for
-from helpers import gpu_adapters
+from helpers import gpu_adapters, record_pipelines
 from onnx import TensorProto, helper, numpy_helper
-from wgnn.backends.wgpu import loader
 from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, BLOCKS
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
@@ -190,21 +189,14 @@ def test_storages_and_precisions(adapter, storage, precision, monkeypatch):
     f16 = "shader-f16" in ADAPTERS[adapter]["features"]
     if precision != "fp32" and storage == "buffer" and not f16:
         pytest.skip("16-bit buffers need shader-f16")
-    floats = []
-    original = loader.PipelineCache.get
-
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        if path == KERNEL:
-            floats.append((params or {}).get("FLOAT"))
-        return original(self, path, bindings, params=params, constants=constants, entry=entry)
-
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    pipelines = record_pipelines(monkeypatch)
     model, feeds = pair(c=16, project=24, expand=40, stride=1, residual=True, extra="relu")
     config = wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter, storage=storage, precision=precision)
     for block in blocks_for(storage, precision):
         monkeypatch.setenv(BLOCK_ENV, block_name(block))
         check(model, feeds, ["ConvDwPwExpand", "Unary"], monkeypatch, configs=[config], block=block)
-    assert set(floats) == {"f16" if precision == "fp16-arith" and f16 else "f32"}
+    floats = {float_type for path, float_type, _ in pipelines.values() if path == KERNEL}
+    assert floats == {"f16" if precision == "fp16-arith" and f16 else "f32"}
 
 
 # Odd sizes for every block: 1x1 and 3x5 images, widths and heights no multiple of the block (5x7 at

@@ -9,12 +9,11 @@ that compile nothing; what the GPU kernel refuses; shape errors."""
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import gpu_adapters, session_for
+from helpers import gpu_adapters, record_pipelines, session_for
 from helpers import test_backends as backends_under_test
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.numpy import composite as numpy_composite
 from wgnn.backends.numpy import conv as numpy_conv
-from wgnn.backends.wgpu import loader
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
@@ -172,18 +171,15 @@ def test_conv_result_in_shared_scratch(monkeypatch):
 # ---------------------------------------------------------------------------- GPU
 @pytest.fixture
 def kernel_setup(monkeypatch):
-    """The FLOAT text and override constants the ConvMaxPool pipelines were built with."""
-    seen = {}
-    original = loader.PipelineCache.get
+    """The FLOAT text and override constants the pipelines were built with, by id(kernel)."""
+    pipelines = record_pipelines(monkeypatch)
 
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
-        if path == KERNEL:
-            seen[id(kernel)] = ((params or {}).get("FLOAT"), dict(constants or {}))
-        return kernel
+    class Setups:
+        def __getitem__(self, key):
+            _, float_type, constants = pipelines[key]
+            return float_type, constants
 
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
-    return seen
+    return Setups()
 
 
 def fused_dispatches(session):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import assert_close, gpu_adapters, gpu_fallbacks
+from helpers import assert_close, gpu_adapters, gpu_fallbacks, record_pipelines
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu import conv_paths
 from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, STEM_KERNEL
@@ -123,17 +123,7 @@ def test_stem_kernel_matches_numpy(stem, x_shape, cout, kernel, attrs, options, 
 def test_stem_kernel_in_16_bits(stem, monkeypatch, storage):
     """fp16 storage (f32 arithmetic) and fp16-arith (16-bit products, f32 sums, weights rounded to
     f16 literals) where the adapter has shader-f16; 16-bit buffers need it too."""
-    from wgnn.backends.wgpu import loader
-
-    floats = {}  # id(pipeline) -> its FLOAT text
-    original = loader.PipelineCache.get
-
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
-        floats[id(kernel)] = (params or {}).get("FLOAT")
-        return kernel
-
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    pipelines = record_pipelines(monkeypatch)
     model, feeds, want = case((2, 3, 10, 9), 18, (3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]},
                               residual=True, act="relu")
     for adapter in ADAPTERS:
@@ -145,7 +135,7 @@ def test_stem_kernel_in_16_bits(stem, monkeypatch, storage):
                             tol={"rtol": 1e-2, "atol": 2e-2}, adapters=[adapter])
             kernel = next(ex.dispatches[0].kernel for _, ex in session.session.segments[0].steps
                           if type(ex).__name__ == "ConvGpu")
-            assert floats[id(kernel)] == ("f16" if half and precision == "fp16-arith" else "f32")
+            assert pipelines.float_of(kernel) == ("f16" if half and precision == "fp16-arith" else "f32")
 
 
 @needs_gpu

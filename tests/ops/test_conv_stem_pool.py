@@ -8,7 +8,7 @@ relu / clip / none; which kernel runs for fitting and non-fitting ops; resizes c
 and the block's shared loads in the generated text."""
 import numpy as np
 import pytest
-from helpers import assert_close, gpu_adapters, gpu_fallbacks
+from helpers import assert_close, gpu_adapters, gpu_fallbacks, record_pipelines
 from wgnn.backends.wgpu import conv_paths, conv_pool
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
@@ -116,17 +116,7 @@ def test_stem_pool_kernel_matches_numpy(x_shape, cout, kernel, options, storage)
 def test_stem_pool_kernel_in_16_bits(monkeypatch, storage):
     """fp16 storage (f32 arithmetic) and fp16-arith (16-bit products, f32 sums, weights rounded to
     f16 literals) where the adapter has shader-f16; 16-bit buffers need it too."""
-    from wgnn.backends.wgpu import loader
-
-    floats = {}  # id(pipeline) -> its FLOAT text
-    original = loader.PipelineCache.get
-
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
-        floats[id(kernel)] = (params or {}).get("FLOAT")
-        return kernel
-
-    monkeypatch.setattr(loader.PipelineCache, "get", get)
+    pipelines = record_pipelines(monkeypatch)
     model = op_model(3, 10, (3, 3), conv={"strides": [2, 2], "pads": [1, 1, 1, 1]}, keep=True, act="relu")
     x = r(2, 3, 13, 11)
     for adapter in ADAPTERS:
@@ -138,7 +128,7 @@ def test_stem_pool_kernel_in_16_bits(monkeypatch, storage):
                             adapters=[adapter])
             kernel = next(d.kernel for segment in session.session.segments for step, ex in segment.steps
                           if step.op.op_type == "ConvMaxPool" for d in ex.dispatches)
-            assert floats[id(kernel)] == ("f16" if half and precision == "fp16-arith" else "f32")
+            assert pipelines.float_of(kernel) == ("f16" if half and precision == "fp16-arith" else "f32")
 
 
 # Ops the stem kernel does not run (the general kernel does): (cin, cout, kernel, options).
