@@ -76,7 +76,11 @@ def test_mvn_default_axes(opset):
 
 @pytest.mark.parametrize("axes", [[1, 3], [2, 3], [-1], [0], [0, 1, 2, 3], [3, 0]])
 def test_mvn_axes(axes):
-    check_op("MeanVarianceNormalization", [r(2, 5, 3, 7)], {"axes": axes}, opset=13, **TOL)
+    # Data of its own seed, not the module's stream (which depends on the order tests run in): over
+    # axis 0 a group is 2 values, and two near-equal ones leave a variance where the reference (ONNX's
+    # function body: E[x^2] - E[x]^2) loses the digits the tolerance asks for.
+    x = np.random.default_rng(41).standard_normal((2, 5, 3, 7)).astype(np.float32)
+    check_op("MeanVarianceNormalization", [x], {"axes": axes}, opset=13, **TOL)
 
 
 def test_mvn_other_ranks_and_constant_rows():
