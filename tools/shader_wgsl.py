@@ -278,7 +278,7 @@ def _snippet(rendered: Rendered, text: str) -> list[str]:
             line, body = int(numbered.group(1)), numbered.group(2)
             _, file_line, _, _, changed = _map_position(rendered, line, 1)
             shift = rendered.first_line_shift if line == 1 and body.startswith(F16_DIRECTIVE) else 0
-            part = _appended_part(rendered, line)
+            part, _ = _appended_part(rendered, line)
             number = str(file_line) if part is None else f"{part.file}:{file_line}"
             if changed:
                 rows.append((number, (rendered.kernel_lines if part is None else part.lines)[file_line - 1]))
@@ -293,22 +293,21 @@ def _snippet(rendered: Rendered, text: str) -> list[str]:
     return [f"{g:>{width}} | {t}".rstrip() for g, t in rows]
 
 
-def _appended_part(rendered: Rendered, line: int) -> Appended | None:
-    """The appended file compiled line `line` (1-based) is in, None where it is the kernel's."""
+def _appended_part(rendered: Rendered, line: int) -> tuple[Appended | None, int]:
+    """The appended file compiled line `line` (1-based) is in and the compiled lines before it;
+    (None, 0) where the line is the kernel's."""
     first = len(rendered.compiled_lines)
     for part in rendered.appended:
         if first < line <= first + len(part.compiled_lines):
-            return part
+            return part, first
         first += len(part.compiled_lines)
-    return None
+    return None, 0
 
 
 def _map_position(rendered: Rendered, line: int, col: int) -> tuple[str, int, int, str, bool]:
     """Compiled (line, col) -> (file, line, col, text to show, whether substitution changed it)."""
-    part = _appended_part(rendered, line)
+    part, first = _appended_part(rendered, line)
     if part is not None:
-        first = len(rendered.compiled_lines) + sum(len(p.compiled_lines) for p in
-                                                   rendered.appended[:rendered.appended.index(part)])
         file_line, changed = part.origin[line - first - 1]
         text = part.compiled_lines[line - first - 1] if changed else part.lines[file_line - 1]
         return f"{part.file} (appended by the loader)", file_line, col, text, changed

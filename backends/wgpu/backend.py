@@ -156,8 +156,7 @@ class GpuExecution(Execution):
         if invocations <= 0:
             return
         backend = self.backend
-        written = set(self.step.outputs)
-        kinds = [backend.binding_kind(name, name in written) for name in tensors]
+        kinds = self._binding_kinds(tensors)
         if status is not None:
             if len(params) > STATUS_SLOT:
                 raise WgnnError(f"{self.step.label}: params slot {STATUS_SLOT} is the status id")
@@ -167,12 +166,7 @@ class GpuExecution(Execution):
             params = list(params) + [0] * (STATUS_SLOT - len(params)) + [self.status_id]
             text = {**(text or {}), "REPORT_BAD": STATUS_WGSL}
             kinds.append(STORAGE)
-        bindings = tuple(kinds + [UNIFORM])
-        try:
-            kernel = backend.pipelines.get(path, bindings, params=text,
-                                           constants={"WG": WORKGROUP, **(constants or {})})
-        except WgnnError as exc:
-            raise type(exc)(f"{self.step.label}: {exc}") from None
+        kernel = self._pipeline(path, kinds, text, constants)
         uniform = backend.uniform(params, f"{self.step.label} params")
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
         if status is not None:
@@ -183,6 +177,24 @@ class GpuExecution(Execution):
         except Exception as exc:
             raise WgnnError(f"{self.step.label}: could not bind kernel {path}: {exc}") from None
         self.dispatches.append(Dispatch(kernel, bind_group, kernel_grid(backend, invocations, kernel), self.step.label))
+
+    def compile(self, path: str, tensors: list[str], *, text: dict[str, str] | None = None,
+                constants: dict | None = None) -> Kernel:
+        """The pipeline a dispatch of kernels_wgsl/<path> binding `tensors` would run, compiled (or
+        found) without dispatching: a variant a resize may switch to, so that the resize compiles
+        nothing."""
+        return self._pipeline(path, self._binding_kinds(tensors), text, constants)
+
+    def _binding_kinds(self, tensors: list[str]) -> list[str]:
+        written = set(self.step.outputs)
+        return [self.backend.binding_kind(name, name in written) for name in tensors]
+
+    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None) -> Kernel:
+        try:
+            return self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
+                                              constants={"WG": WORKGROUP, **(constants or {})})
+        except WgnnError as exc:
+            raise type(exc)(f"{self.step.label}: {exc}") from None
 
     def encode(self, recorder) -> None:
         for d in self.dispatches:

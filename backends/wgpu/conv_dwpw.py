@@ -133,19 +133,15 @@ def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: li
     Returns the block."""
     from .backend import WORKGROUP
     from .conv_paths import adapter_weights
-    from .loader import UNIFORM
     from .tuning import tuned_workgroup
 
     context = ex.backend.context
     weights = replace(adapter_weights(context), workgroup=tuned_workgroup(context, kernel, WORKGROUP))
     block = choose_block(shape, weights)
-    written = set(ex.step.outputs)
-    bindings = tuple([ex.backend.binding_kind(name, name in written) for name in tensors] + [UNIFORM])
     constants = {"RESIDUAL": int(shape.residual)}
     for other in BLOCKS:
         if other != block:
-            ex.backend.pipelines.get(kernel, bindings, params={**text, **block_text(other, shape.stride)},
-                                     constants={"WG": WORKGROUP, **constants})
+            ex.compile(kernel, tensors, text={**text, **block_text(other, shape.stride)}, constants=constants)
     rows, cols = ceil_div(shape.oh, block[0]), ceil_div(shape.ow, block[1])
     count = shape.n * rows * cols
     params = list(params)
