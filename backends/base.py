@@ -91,6 +91,11 @@ class Backend(ABC):
 
         return plan_memory(lifetimes, self.alignment)
 
+    def finish_prepare(self) -> None:
+        """Called after every step's prepare(): wait for work the prepares started in the
+        background (the GPU backend's pipeline compiles) and raise its errors."""
+        return
+
     @abstractmethod
     def execute(self, segment, values: dict[str, np.ndarray], observer=None) -> None:
         """Run a segment: read its imports from values, put its exports into values. With an

@@ -88,6 +88,8 @@ class Session:
             for segment in self.segments:
                 for _, execution in segment.steps:
                     execution.prepare()
+            for backend in self.backends:
+                backend.finish_prepare()
         except MemoryError as exc:
             raise HostMemoryError(f"out of host memory planning for input shapes {dict(shapes or {})}: "
                                   f"{exc}") from None

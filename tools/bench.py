@@ -77,8 +77,8 @@ def _max_rel_error(ours: dict, reference: dict) -> float | None:
 
 
 class _ColdStart:
-    """Counts pipelines compiled and the time spent compiling them while active (the cold start
-    only: instance attributes shadow PipelineCache._compile and are removed afterwards)."""
+    """Counts the pipelines compiled while active and the seconds spent compiling them, summed over
+    the compile threads (loader.PipelineCache's counters; the cold start only)."""
 
     def __init__(self, backends):
         self.caches = [b.pipelines for b in backends if hasattr(b, "pipelines")]
@@ -86,24 +86,13 @@ class _ColdStart:
         self.compiled = 0
 
     def __enter__(self):
-        self.before = [c.compiled for c in self.caches]
-        for cache in self.caches:
-            original = cache._compile
-
-            def timed(*args, _original=original, **kwargs):
-                start = time.perf_counter()
-                try:
-                    return _original(*args, **kwargs)
-                finally:
-                    self.seconds += time.perf_counter() - start
-
-            cache._compile = timed
+        self.before = [(c.compiled, c.compile_seconds) for c in self.caches]
         return self
 
     def __exit__(self, *exc):
-        for cache, before in zip(self.caches, self.before, strict=True):
-            del cache._compile
-            self.compiled += cache.compiled - before
+        for cache, (compiled, seconds) in zip(self.caches, self.before, strict=True):
+            self.compiled += cache.compiled - compiled
+            self.seconds += cache.compile_seconds - seconds
 
 
 def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int = 20, vs: str | None = None,

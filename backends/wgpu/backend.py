@@ -191,10 +191,13 @@ class GpuExecution(Execution):
 
     def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None) -> Kernel:
         try:
-            return self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
-                                              constants={"WG": WORKGROUP, **(constants or {})})
+            kernel = self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
+                                                constants={"WG": WORKGROUP, **(constants or {})})
         except WgnnError as exc:
             raise type(exc)(f"{self.step.label}: {exc}") from None
+        if kernel.pending:
+            self.backend.requested.append((self.step.label, kernel))
+        return kernel
 
     def encode(self, recorder) -> None:
         for d in self.dispatches:
@@ -315,6 +318,17 @@ class WgpuBackend(Backend):
         self.status_buffers = None  # (status, mappable copy), made when a kernel first binds it
         self._staging = None  # the mappable buffer outputs come back through (grown on demand)
         self.status_reads = 0  # segments whose status was read back (models without validating ops: 0)
+        self.requested: list = []  # (step label, Kernel) asked for since the last finish_prepare
+
+    def finish_prepare(self) -> None:
+        """Wait for the pipelines the steps asked for (they compile side by side, loader.py); a
+        kernel that failed raises its KernelCompileError, naming the first step that asked."""
+        requested, self.requested = self.requested, []
+        for label, kernel in requested:
+            try:
+                kernel.wait()
+            except WgnnError as exc:
+                raise type(exc)(f"{label}: {exc}") from None
 
     def enable_profiling(self, steps: int):
         """Time each step of the next runs (wgnn bench --per-op); `steps` GPU steps at most per

@@ -1,0 +1,76 @@
+"""Pipelines compile on worker threads (backends/wgpu/loader.py, WGNN_COMPILE_THREADS): a session's
+resize requests them all, waits for them at its end, and names the step whose kernel failed."""
+import threading
+
+import numpy as np
+import pytest
+from helpers import Const, gpu_adapters, make_model, session_for
+from wgnn.backends.wgpu import loader
+from wgnn.backends.wgpu.loader import KernelCompileError, compile_threads
+from wgnn.engine.errors import WgnnError
+
+import wgnn
+
+ADAPTERS = [a["index"] for a in gpu_adapters()]
+needs_gpu = pytest.mark.skipif(not ADAPTERS, reason="no GPU adapter (install mesa-vulkan-drivers)")
+
+
+def small_model(seed: int):
+    """Conv (channels not a multiple of 4, padding) then Relu then Add: several kernels. The seed
+    goes into the weights, so each test compiles pipelines of its own (the cache is per device)."""
+    rng = np.random.default_rng(seed)
+    return make_model("Conv", [rng.standard_normal((2, 3, 7, 5), np.float32),
+                               Const(rng.standard_normal((6, 3, 3, 3), np.float32)),
+                               Const(rng.standard_normal(6).astype(np.float32))], {"pads": [1, 1, 1, 1]})
+
+
+def test_thread_count_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "3")
+    assert compile_threads() == 3
+    monkeypatch.delenv("WGNN_COMPILE_THREADS")
+    assert 1 <= compile_threads() <= loader.MAX_COMPILE_THREADS
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("WGNN_COMPILE_THREADS", bad)
+        with pytest.raises(WgnnError, match="WGNN_COMPILE_THREADS"):
+            compile_threads()
+
+
+@needs_gpu
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_pipelines_compile_on_worker_threads_and_the_model_runs(monkeypatch, threads):
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", threads)
+    built_on = []
+    build = loader.PipelineCache._build
+
+    def recorded(self, *args):
+        built_on.append(threading.current_thread().name)
+        return build(self, *args)
+
+    monkeypatch.setattr(loader.PipelineCache, "_build", recorded)
+    model = small_model(int(threads) + 100)
+    x = {model.graph.input[0].name: np.random.default_rng(1).standard_normal((2, 3, 7, 5)).astype(np.float32)}
+    expected = session_for(model.SerializeToString(), "numpy").run(None, x)[0]
+    session = session_for(model.SerializeToString(), f"wgpu:{ADAPTERS[0]}")
+    got = session.run(None, x)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    assert built_on, "the session compiled nothing"
+    on_workers = all(name.startswith("wgnn-compile") for name in built_on)
+    assert on_workers == (threads != "1"), built_on
+    backend = session.session.backends[0]
+    assert backend.requested == []  # the resize waited for every pipeline it asked for
+
+
+@needs_gpu
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_a_kernel_that_fails_to_compile_names_the_step_at_resize(monkeypatch, threads):
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", threads)
+    source = loader.kernel_source
+    marker = f"fn broken_{threads}( {{"  # a syntax error, and a text no earlier test compiled
+    monkeypatch.setattr(loader, "kernel_source",
+                        lambda path: source(path) + ("" if path == "prelude.wgsl" else f"\n{marker}\n"))
+    model = small_model(int(threads) + 200)
+    with pytest.raises(KernelCompileError) as caught:
+        wgnn.InferenceSession(model.SerializeToString(),
+                              config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0])).session.resize()
+    message = str(caught.value)
+    assert message.startswith('Conv "') and "failed to compile" in message and "kernels_wgsl/" in message
