@@ -186,7 +186,14 @@ TRANSPOSE_CASES = {
     "groups2_c8to8": ((1, 8, 5, 6), (8, 4, 3, 3), True, {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     "same_upper_stride2": ((1, 5, 4, 5), (5, 6, 3, 3), True, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
     "output_shape": ((1, 3, 4, 4), (3, 5, 3, 3), False, {"strides": [2, 2], "output_shape": [10, 9]}),
+    # 2x2 kernels at strides 2: conv_transpose2x2_nc4hw4.wgsl where every output pixel takes one tap
+    "up_c8to6_batch2_no_bias": ((2, 8, 3, 9), (8, 6, 2, 2), False, {"strides": [2, 2]}),
+    "up_c4to4_width4": ((1, 4, 2, 4), (4, 4, 2, 2), True, {"strides": [2, 2]}),
+    "k2_stride2_output_padding": ((1, 5, 3, 4), (5, 3, 2, 2), True, {"strides": [2, 2], "output_padding": [1, 0]}),
+    "k2_stride2_pads": ((1, 5, 3, 4), (5, 3, 2, 2), True, {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    "k2_stride2_groups2": ((1, 8, 3, 4), (8, 4, 2, 2), True, {"group": 2, "strides": [2, 2]}),
 }
+UP_CONVOLUTIONS = {"c3to13_stride2_k2", "up_c8to6_batch2_no_bias", "up_c4to4_width4"}
 
 
 @pytest.mark.parametrize(("adapter", "storage"), TARGETS, ids=TARGET_IDS)
@@ -196,14 +203,16 @@ def test_conv_transpose_runs_nc4hw4(case, adapter, storage):
     model = transpose_model(x_shape, r(*w_shape, scale=0.5), r(w_shape[1] * attrs.get("group", 1)) if has_bias
                             else None, **attrs)
     sess = check(model, {"x": r(*x_shape)}, adapter, storage, {"ConvTranspose": "nc4hw4"}, atol=1e-4)
-    assert kernels(sess, "ConvTranspose") == ["conv/conv_transpose_nc4hw4.wgsl"]
+    expected = "conv_transpose2x2_nc4hw4" if case in UP_CONVOLUTIONS else "conv_transpose_nc4hw4"
+    assert kernels(sess, "ConvTranspose") == [f"conv/{expected}.wgsl"]
     assert sess.report()["conversions"] == 1
 
 
 @pytest.mark.parametrize(("adapter", "storage"), TARGETS, ids=TARGET_IDS)
 @pytest.mark.parametrize("activation", ["relu", "leaky_relu", "sigmoid"])
-def test_conv_transpose_fused_activation_keeps_padding_lanes_zero(activation, adapter, storage):
-    model = transpose_model((1, 5, 4, 5), r(5, 6, 3, 3, scale=0.5), r(6), activation, strides=[2, 2])
+@pytest.mark.parametrize("kernel", [3, 2])  # 2: the 2x2 up-convolution kernel
+def test_conv_transpose_fused_activation_keeps_padding_lanes_zero(activation, kernel, adapter, storage):
+    model = transpose_model((1, 5, 4, 5), r(5, 6, kernel, kernel, scale=0.5), r(6), activation, strides=[2, 2])
     sess = check(model, {"x": r(1, 5, 4, 5)}, adapter, storage, {"ConvTranspose": "nc4hw4"}, atol=1e-4)
     backend = sess.session.backends[0]
     assert backend.placement("y").layout == "nc4hw4"
