@@ -12,8 +12,15 @@ so fewer calls is what makes this fast.
   apart as the padded input's rows): one long row per channel and tap instead of one short row per
   output row, at the price of a few extra matmul columns, dropped afterwards.
 - Depthwise convolutions take the same path: groups of one channel, (1, taps) @ (taps, pixels).
-- Buffers over RESIDENT_BYTES are not kept per step but laid out on every run in the backend's
-  shared scratch memory (NumpyBackend.scratch).
+- Stride 2 (2-D and 3-D, where use_phases says so: mostly depthwise and few-output convs) keeps
+  the padded input as stride phases, one grid per (row, column) parity, filled from the input by
+  one deinterleaving copy. Every tap then reads one phase with stride 1, over a widened grid as
+  above; the im2col rows are tap-major, so each phase's taps are one copy of long contiguous runs
+  (a depthwise tap: one run over all channels) instead of many rows of a few strided elements,
+  and the weights are packed in that row order (_ConvPlan._init_phases).
+- Buffers over RESIDENT_BYTES are not kept per step but laid out in the backend's shared scratch
+  memory (NumpyBackend.scratch): the zero padding and the row of ones rewritten on every run, the
+  views built again only when the scratch array changes.
 ConvTranspose: one batched matmul + col2im (a strided copy or add per kernel tap), with the same
 prepared buffers.
 Other dtypes (integer, mixed) and empty tensors take the general code (_conv_any,
@@ -23,6 +30,7 @@ The window helpers are shared with the Pool family.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -78,6 +86,38 @@ WIDEN = 1.5  # widen the output grid when it adds at most this factor of columns
 RESIDENT_BYTES = 1 << 20
 
 
+PHASES = True  # False: no stride phases (the plain strided im2col), for A/B measurements
+FOLD = True  # False: fill the phases one by one, for A/B measurements
+
+
+def use_phases(n: int, c: int, group: int, mg: int, kernel, strides, dilations, sizes, out) -> bool:
+    """Whether a strided Conv's im2col goes through stride phases (_ConvPlan._init_phases): they
+    trade the plain im2col's short strided rows (n * c * taps * output rows of them) for a slower
+    deinterleaving fill, a few more numpy calls (~1 us each) and a few more matmul columns, so
+    they pay where those rows are many and the matmul is light. Measured per call (A/B,
+    OPENBLAS_NUM_THREADS=1, fused Relu, /tmp/phases/sweep*.py), phases / plain:
+    - depthwise 3x3 stride 2: 0.71-0.82 from 32 channels at 16x16 on (96 x 16x16 0.75, 144 x 8x8
+      0.71, 256 x 32x32 0.78), 0.93-0.96 at 1000-1200 rows, 1.08-1.20 below; 5x5 0.65-0.80;
+      dilation 2 0.55; stride (2, 1) 0.71; 3-D 0.57;
+    - regular convs with at most 16 outputs per group: 0.86-0.94 (3x3, 1100-37000 rows), 0.55-0.84
+      (5x5 and 7x7, 1200+ rows; 7x7 3 -> 16 at 32x32: 0.83), 1.04-1.41 under 1000 rows (3 -> 16
+      3x3 at 16x16 to 32x32: 1.19-1.33); with 32 outputs per group 0.93-1.06, 64: 0.98;
+    - 1x1 stride 2 (plain im2col rows of whole output rows): 0.93-1.04;
+    - with an odd input size the fill takes one copy per phase, not one in all: 1.19 at 1152 rows
+      (16 x 15x15), 0.73 at 7776 (96 x 17x17);
+    - 1-D (the plain rows are long already): 0.83-1.14; stride 3 (3x3 pad 1, 9 fills): 1.23;
+      stride 4 (4x4 patches: 16 phases of one tap each): 1.75.
+    So: 2-D and 3-D, strides 1 and 2, at most 16 outputs per group, and at least 500 plain rows per
+    fill copy plus 500 (1000 with one folded fill copy, 2500 with four, one per phase)."""
+    if not PHASES or len(out) < 2 or max(strides) != 2 or mg > 16:
+        return False
+    used = sum(all(any(k * d % s == r for k in range(size)) for size, d, s, r in zip(kernel, dilations, strides, phase))
+               for phase in itertools.product(*(range(s) for s in strides)))  # phases some tap reads
+    fold = used == math.prod(strides) and all(size % s == 0 for size, s in zip(sizes, strides))
+    rows = n * c * math.prod(kernel) * math.prod(out[:-1])
+    return rows >= 500 * (1 + (1 if fold else used))
+
+
 def _conv_geometry(ex) -> tuple[list[int], list[int], list[int], list[int]]:
     """(strides, dilations, pads_begin, pads_end) of a Conv step."""
     ctx = infer_context(ex)
@@ -124,9 +164,16 @@ def _memory(ex, plan) -> np.ndarray | None:
 
 
 def _bind_shared(ex, plan) -> None:
+    """Zero the plan's first buffer in the shared scratch (other steps wrote there) and lay its
+    buffers out, unless they already are: the views stay valid while the scratch array does
+    (building them costs microseconds per view); then only the row of ones is rewritten."""
     memory = ex.backend.scratch(plan.nbytes).view(plan.dtype)
     memory[:plan.sizes[0]].fill(0)
-    plan.bind(memory)
+    if memory.base is not getattr(plan, "scratch_base", None):
+        plan.bind(memory)
+        plan.scratch_base = memory.base
+    elif getattr(plan, "ones", None) is not None:
+        plan.ones.fill(1)  # the im2col's row of ones (the bias column's input)
 
 
 class _ConvPlan:
@@ -152,7 +199,11 @@ class _ConvPlan:
         # batched matmul costs a few microseconds more per call than a 2-D one.
         single = self.single = n * group == 1
         self.group, self.mg, self.rows = group, mg, cg * taps
-        self.valid = None
+        self.valid = self.ones = None
+        self.order = None  # the im2col rows' tap order where it is not the weights' (phases)
+        padded = [s + b + e for s, b, e in zip(x_shape[2:], begin, end, strict=True)]
+        self.phased = not self.pointwise and use_phases(n, c, group, mg, kernel, strides, dilations, x_shape[2:],
+                                                        out)
         if self.pointwise:
             pixels = math.prod(out)
             self.x_shape = self.taps_shape = (cg, pixels) if single else (n, group, cg, pixels)
@@ -164,9 +215,11 @@ class _ConvPlan:
             self.bias_shape = (-1,) + (1,) * len(out)
             self.cols_shape = (n, group, cg + 1, pixels)
             self.sizes = (0, math.prod(self.cols_shape) if self.bias else 0, 0)
+        elif self.phased:
+            self.bias = has_bias
+            self._init_phases(x_shape, kernel, strides, dilations, begin, padded, out)
         else:
             rank = len(out)
-            padded = [s + b + e for s, b, e in zip(x_shape[2:], begin, end, strict=True)]
             plane_strides = [math.prod(padded[i + 1:]) for i in range(rank)]  # elements
             pixels = list(out)
             pixel_strides = [s * p for s, p in zip(strides, plane_strides, strict=True)]
@@ -178,6 +231,7 @@ class _ConvPlan:
                     pixels = [*out[:-2], out[-2] * width]
                     pixel_strides = [*pixel_strides[:-2], strides[-1]]
                     self.wide_shape = (n, m, *out[:-1], width)
+                    self.crop = (Ellipsis, slice(0, out[-1]))
                     self.valid = out[-1]
             plane = math.prod(padded)
             tap_strides = [d * p for d, p in zip(dilations, plane_strides, strict=True)]
@@ -203,29 +257,139 @@ class _ConvPlan:
             self.weights = (self.pack(values[1], values[2], dtype) if self.bias or not self.pointwise
                             else np.ascontiguousarray(values[1].reshape(self.weights_shape), dtype))
 
+    def _init_phases(self, x_shape, kernel, strides, dilations, begin, padded, out) -> None:
+        """Stride phases: the padded input kept as prod(strides) phase grids, phase r holding the
+        padded elements at r + strides * j (cells[i] = ceil(padded[i] / strides[i]) per axis), each
+        grid (N, C, *cells) contiguous. Tap k reads phase (k * dilation) % stride at cell offset
+        (k * dilation) // stride with stride 1 along every axis, so in the phase grid every tap is
+        one long run over the widened output grid (output rows cells[-1] apart, the extra columns
+        dropped after the matmul). The taps of one phase form a regular grid: one strided copy per
+        phase fills their im2col rows. Rows are ordered tap-major within a (batch, group) pair, so
+        that a tap's rows for all the pair's channels are one contiguous run of the phase grid; with
+        one channel per group (depthwise) the rows of a tap are contiguous across all pairs, and
+        the whole tap is one run of N * C grids. The weights are packed in the same row order."""
+        n, c = x_shape[:2]
+        group, mg, itemsize = self.group, self.mg, self.dtype.itemsize
+        cg, rank = c // group, len(out)
+        cells = [-(-p // s) for p, s in zip(padded, strides, strict=True)]
+        cell_strides = [math.prod(cells[i + 1:]) for i in range(rank)]  # elements
+        grid = math.prod(cells)
+        phase_size = n * c * grid
+        depthwise = cg == 1
+        rows = self.rows + self.bias
+        # run: a tap's contiguous im2col span; pair: the distance between (batch, group) pairs' rows
+        run = (n * c if depthwise else cg) * grid
+        row_stride, pair = (run, grid) if depthwise else (grid, rows * grid)
+        pairs = 1 if depthwise else n * group  # copies per tap
+        fills, copies, order, last = [], [], [], 0
+        for index, phase in enumerate(itertools.product(*(range(s) for s in strides))):
+            ks = [[k for k in range(size) if (k * d) % s == r]
+                  for size, d, s, r in zip(kernel, dilations, strides, phase, strict=True)]
+            if not all(ks):
+                continue  # no tap reads this phase: it is neither filled nor copied
+            counts = [len(k) for k in ks]
+            # The first input index landing in this phase, its cell, and how many land there.
+            first = [(r - b) % s for r, b, s in zip(phase, begin, strides, strict=True)]
+            start = [(f + b) // s for f, b, s in zip(first, begin, strides, strict=True)]
+            sizes = [len(range(f, size, s)) for f, size, s in zip(first, x_shape[2:], strides, strict=True)]
+            if all(sizes):  # else only padding lands here: the zeros written at resize
+                cells_index = tuple(slice(j, j + k) for j, k in zip(start, sizes, strict=True))
+                x_index = (slice(None), slice(None), *(slice(f, None, s) for f, s in zip(first, strides, strict=True)))
+                fills.append((index, cells_index, x_index))
+            offset = index * phase_size + sum(k[0] * d // s * cs for k, d, s, cs
+                                              in zip(ks, dilations, strides, cell_strides, strict=True))
+            # Along an axis the phase's taps are k0 + j * s / g, at cells q0 + j * d / g (g = gcd(s, d)).
+            steps = [d // math.gcd(s, d) * cs for d, s, cs in zip(dilations, strides, cell_strides, strict=True)]
+            tap_strides = [run * math.prod(counts[i + 1:]) for i in range(rank)]
+            copies.append(((pairs, *counts, run), len(order) * run, (pair, *tap_strides, 1),
+                           offset, (cg * grid, *steps, 1)))
+            last = max(last, offset + (pairs - 1) * cg * grid + sum((k - 1) * s for k, s in zip(counts, steps))
+                       + run - 1)
+            order += [int(np.ravel_multi_index(tap, kernel)) for tap in itertools.product(*ks)]
+        self.order = np.array(order)
+        self.fills_layout, self.copy_layout = fills, copies
+        # One copy fills every phase where, along each axis, input index s * a + e (e < s) lands at
+        # an address linear in (a, e): stride 1, stride 2 (two points are on a line), or a begin
+        # pad that is a multiple of the stride; the input size a multiple of the stride.
+        self.fold = None
+        if FOLD and len(copies) == math.prod(strides) and all(
+                size % s == 0 and (s <= 2 or b % s == 0) for size, s, b in zip(x_shape[2:], strides, begin)):
+            shape, steps, offset = [n, c], [c * grid, grid], 0
+            for size, s, b, cs, i in zip(x_shape[2:], strides, begin, cell_strides, range(rank), strict=True):
+                if s == 1:
+                    shape, steps, offset = [*shape, size], [*steps, cs], offset + b * cs
+                    continue
+                phase_stride = math.prod(strides[i + 1:]) * phase_size
+                at = [(e + b) % s * phase_stride + (e + b) // s * cs for e in (0, 1)]
+                shape, steps, offset = [*shape, size // s, s], [*steps, cs, at[1] - at[0]], offset + at[0]
+            self.fold = (tuple(shape), offset, tuple(steps))
+        self.phases_shape = (math.prod(strides), n, c, *cells)
+        self.row_stride, self.pair_stride = row_stride, pair
+        columns = out[0] * math.prod(cells[1:])  # the widened output grid
+        if columns != math.prod(out):
+            self.wide_shape = (n, mg * group, out[0], *cells[1:])
+            self.crop = (Ellipsis, *(slice(0, o) for o in out[1:]))
+            self.valid = out[-1]
+        # The matmul's operand: per (batch, group) pair a (rows, columns) matrix, rows row_stride apart.
+        shape, steps = ((rows, columns), (row_stride, 1)) if self.single else \
+            ((n, group, rows, columns), (group * pair, pair, row_stride, 1))
+        self.operand = (shape, tuple(s * itemsize for s in steps))
+        self.pairs = n * group
+        self.y_shape = (mg, columns) if self.single else (n, group, mg, columns)
+        cols_size = rows * run if depthwise else n * group * rows * grid
+        self.sizes = (max(math.prod(strides) * phase_size, last + 1), cols_size,
+                      math.prod(self.y_shape) if self.valid is not None else 0)
+
     def bind(self, memory: np.ndarray) -> None:
         """Lay the run's buffers out in memory (elements of the plan's dtype; the first sizes[0],
         the padded input, zero): padded input + slack, im2col, widened result."""
         flat_size, cols_size, _ = self.sizes
-        if not self.pointwise:
+        if self.phased:
+            self._bind_phases(memory)
+        elif not self.pointwise:
             flat = memory[:flat_size]
             self.buffer = flat[:math.prod(self.padded_shape)].reshape(self.padded_shape)
             self.interior = self.buffer[self.inner]
             self.window = as_strided(flat, self.taps_shape, self.window_strides, writeable=False)
-        if cols_size:
+        if cols_size and not self.phased:
             cols = memory[flat_size:flat_size + cols_size].reshape(self.cols_shape)
             if self.bias:
-                cols[:, :, -1] = 1
+                self.ones = cols[:, :, -1]
+                self.ones.fill(1)
             self.taps = cols[:, :, :self.rows].reshape(self.taps_shape)
             self.cols = cols.reshape(self.cols_shape[2:]) if self.single else cols
         if self.valid is not None:
             self.result = memory[flat_size + cols_size:].reshape(self.y_shape)
+            self.wide = self.result.reshape(self.wide_shape)[self.crop]
+
+    def _bind_phases(self, memory: np.ndarray) -> None:
+        flat_size, cols_size, _ = self.sizes
+        flat, cols = memory[:flat_size], memory[flat_size:flat_size + cols_size]
+        phases = flat[:math.prod(self.phases_shape)].reshape(self.phases_shape)
+        self.fills = [(phases[(index, slice(None), slice(None), *cells)], source)
+                      for index, cells, source in self.fills_layout]
+        item = self.dtype.itemsize
+        if self.fold is not None:
+            shape, offset, steps = self.fold
+            self.fold_view = as_strided(flat[offset:], shape, tuple(s * item for s in steps))
+        self.copies = [(as_strided(cols[dst:], shape, tuple(s * item for s in dst_strides)),
+                        as_strided(flat[src:], shape, tuple(s * item for s in src_strides), writeable=False))
+                       for shape, dst, dst_strides, src, src_strides in self.copy_layout]
+        if self.bias:  # the row of ones, in every (batch, group) pair's matrix
+            self.ones = as_strided(cols[self.rows * self.row_stride:], (self.pairs, self.operand[0][-1]),
+                                   (self.pair_stride * item, item))
+            self.ones.fill(1)
+        self.cols = as_strided(cols, *self.operand, writeable=False)
 
     def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
         """Weights as (G, Mg, Cg * taps [+ 1]) with the bias as the last column ((Mg, ...) for a
-        single (batch, group) pair)."""
-        packed = np.empty((self.group, self.mg, self.cols_shape[2]), dtype)
-        packed[:, :, :self.rows] = w.reshape(self.group, self.mg, self.rows)
+        single (batch, group) pair); with phases the columns are tap-major, taps in phase order."""
+        packed = np.empty((self.group, self.mg, self.rows + self.bias), dtype)
+        if self.order is None:
+            packed[:, :, :self.rows] = w.reshape(self.group, self.mg, self.rows)
+        else:
+            taps = w.reshape(self.group, self.mg, self.rows // len(self.order), -1)[..., self.order]
+            packed[:, :, :self.rows] = taps.transpose(0, 1, 3, 2).reshape(self.group, self.mg, self.rows)
         if self.bias:
             packed[:, :, self.rows] = b.reshape(self.group, self.mg)
         return packed[0] if self.single else packed
@@ -258,6 +422,14 @@ def conv(ex, inputs, outputs):
     else:
         if plan.pointwise:
             np.copyto(plan.taps, x.reshape(plan.x_shape))
+        elif plan.phased:
+            if plan.fold is not None:
+                np.copyto(plan.fold_view, x.reshape(plan.fold[0]))
+            else:
+                for dst, index in plan.fills:
+                    np.copyto(dst, x[index])
+            for dst, src in plan.copies:  # im2col
+                np.copyto(dst, src)
         else:
             np.copyto(plan.interior, x)
             np.copyto(plan.taps, plan.window)  # im2col
@@ -268,7 +440,7 @@ def conv(ex, inputs, outputs):
             src = out
         else:
             np.matmul(weights, plan.cols, out=plan.result)
-            src = plan.result.reshape(plan.wide_shape)[..., :plan.valid]
+            src = plan.wide
     if residual is not None:
         np.add(src, residual, out=out)
         src = out

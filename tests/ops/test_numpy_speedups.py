@@ -1,5 +1,5 @@
 """The numpy backend's prepared fast paths: Conv / ConvTranspose with buffers built at resize
-(padded input, im2col window, widened output grid, packed weights), the table erf, in-place
+(padded input, im2col window, widened output grid, stride phases, packed weights), the table erf, in-place
 LayerNorm, and the executions' prepared output lists. Each is checked against an independent
 reference (math.erf, a direct numpy convolution, onnxruntime), across runs with new values and
 across resizes."""
@@ -277,6 +277,282 @@ def test_conv_empty_batch_takes_the_general_path():
     session = conv_session((0, 3, 5, 5), w, r(4), attrs={"pads": [1, 1, 1, 1]})
     assert session.run(None, {"x": np.zeros((0, 3, 5, 5), np.float32)})[0].shape == (0, 4, 5, 5)
     assert conv_plans(session) == [None]
+
+
+# ------------------------------------------------------------------------- Conv: stride phases
+# name: (x shape, w shape, attrs, one folded fill copy); each is phased by the rule (use_phases)
+PHASE_CASES = {
+    "depthwise_even": ((1, 37, 8, 8), (37, 1, 3, 3), {"group": 37, "strides": [2, 2], "pads": [1, 1, 1, 1]}, True),
+    # odd sizes: phases one row / column shorter, filled one by one; batch 2
+    "depthwise_odd_batch": ((2, 29, 9, 9), (29, 1, 3, 3), {"group": 29, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                            False),
+    "depthwise_asymmetric_pads": ((2, 37, 8, 9), (37, 1, 3, 3), {"group": 37, "strides": [2, 2],
+                                                                  "pads": [0, 1, 2, 0]}, False),
+    "depthwise_no_pads": ((1, 37, 10, 10), (37, 1, 3, 3), {"group": 37, "strides": [2, 2]}, True),
+    "depthwise_5x5": ((1, 13, 12, 12), (13, 1, 5, 5), {"group": 13, "strides": [2, 2], "pads": [2, 2, 2, 2]}, True),
+    "depthwise_multiplier": ((1, 29, 8, 8), (58, 1, 3, 3), {"group": 29, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                             True),
+    # dilation 2: every tap in the even phases, the odd ones neither filled nor read
+    "depthwise_dilated": ((1, 37, 10, 10), (37, 1, 3, 3), {"group": 37, "strides": [2, 2], "pads": [2, 2, 2, 2],
+                                                           "dilations": [2, 2]}, False),
+    "depthwise_stride_2_1": ((1, 37, 8, 7), (37, 1, 3, 3), {"group": 37, "strides": [2, 1], "pads": [1, 1, 1, 1]},
+                             True),
+    "regular_batch": ((2, 7, 16, 16), (6, 7, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, True),
+    "groups": ((1, 15, 16, 16), (9, 5, 3, 3), {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]}, True),
+    "stem_7x7": ((1, 3, 16, 16), (5, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, True),
+    "conv3d_depthwise": ((1, 9, 6, 6, 6), (9, 1, 3, 3, 3), {"group": 9, "strides": [2, 2, 2], "pads": [1] * 6}, True),
+}
+
+
+def phased_plan(session):
+    (plan,) = conv_plans(session)
+    assert isinstance(plan, _ConvPlan) and plan.phased
+    return plan
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", sorted(PHASE_CASES))
+def test_conv_stride_phases(case, bias):
+    x_shape, w_shape, attrs, fold = PHASE_CASES[case]
+    w = r(*w_shape)
+    b = r(w_shape[0]) if bias else None
+    session = conv_session(x_shape, w, b, attrs=attrs)
+    for _ in range(2):  # new values each run: the phases are refilled, their zero border stays
+        x = r(*x_shape)
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+    plan = phased_plan(session)
+    assert (plan.fold is not None) == fold
+    strides = attrs["strides"]
+    assert plan.phases_shape[0] == math.prod(strides)
+    assert sorted(plan.order) == list(range(math.prod(w_shape[2:])))  # every tap, once
+    if case == "depthwise_dilated":
+        assert len(plan.copies) == 1 and len(plan.fills) == 1  # only phase (0, 0) is read
+
+
+@pytest.mark.parametrize("case", ["depthwise_even", "depthwise_odd_batch", "regular_batch", "stem_7x7"])
+def test_conv_stride_phases_against_onnx_reference(case):
+    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
+    check_op("Conv", [r(*x_shape), Const(r(*w_shape)), Const(r(w_shape[0]))], attrs, backends=["numpy"], **TOL)
+
+
+def test_conv_stride_phases_rule():
+    """The rule on the zoo's strided convs and the measured losing classes."""
+    def rule(x_shape, m, kernel, strides, group=1, dilations=None, pads=0):
+        n, c, *sizes = x_shape
+        dilations = dilations or [1] * len(sizes)
+        out = [(s + 2 * pads - (k - 1) * d - 1) // st + 1
+               for s, k, d, st in zip(sizes, kernel, dilations, strides)]
+        return numpy_conv.use_phases(n, c, group, m // group, kernel, strides, dilations, sizes, out)
+
+    # MobileNetV2@32's stride-2 depthwise convs (ConvDwPwExpand stages) take phases, its stem does not
+    assert rule((1, 96, 16, 16), 96, [3, 3], [2, 2], group=96, pads=1)
+    assert rule((1, 144, 8, 8), 144, [3, 3], [2, 2], group=144, pads=1)
+    assert not rule((1, 3, 32, 32), 16, [3, 3], [2, 2], pads=1)
+    assert rule((1, 3, 32, 32), 16, [7, 7], [2, 2], pads=3)  # ResNet's stem
+    assert not rule((1, 16, 8, 8), 32, [3, 3], [2, 2], pads=1)  # 32 outputs per group
+    assert not rule((1, 16, 8, 8), 32, [1, 1], [2, 2])
+    assert not rule((1, 8, 8, 8), 8, [3, 3], [2, 2], group=8, pads=1)  # too few rows for the extra calls
+    assert not rule((1, 96, 24, 24), 96, [3, 3], [3, 3], group=96, pads=1)  # stride 3
+    assert not rule((1, 128, 64), 128, [5], [2], group=128, pads=2)  # 1-D
+    assert not rule((1, 96, 16, 16), 96, [3, 3], [1, 1], group=96, pads=1)  # stride 1
+    # an odd input size costs one fill per phase: more rows needed
+    assert rule((1, 40, 8, 8), 40, [3, 3], [2, 2], group=40, pads=1)
+    assert not rule((1, 40, 9, 9), 40, [3, 3], [2, 2], group=40, pads=1)
+    numpy_conv.PHASES = False
+    try:
+        assert not rule((1, 96, 16, 16), 96, [3, 3], [2, 2], group=96, pads=1)
+    finally:
+        numpy_conv.PHASES = True
+
+
+FORCED_CASES = [
+    # (x shape, w shape, attrs, one folded fill copy): layouts the rule does not pick, with phases forced on
+    ((1, 3, 9, 8), (4, 3, 1, 1), {"strides": [2, 2]}, False),  # 1x1: one phase read
+    ((1, 6, 8, 8), (4, 6, 1, 1), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, False),  # 1x1 s2 padded
+    ((2, 4, 7, 8), (4, 2, 1, 1), {"group": 2, "strides": [3, 2], "pads": [1, 0, 0, 1]}, False),
+    ((1, 3, 11, 10), (4, 3, 3, 3), {"strides": [3, 3], "pads": [1, 2, 2, 1]}, False),  # stride 3
+    ((1, 3, 12, 9), (4, 3, 3, 3), {"strides": [3, 3], "pads": [3, 0, 3, 3]}, True),  # pads multiples of 3
+    ((1, 2, 8, 8), (3, 2, 4, 4), {"strides": [4, 4]}, True),  # patches: one tap per phase
+    ((1, 5, 13, 11), (5, 1, 3, 3), {"group": 5, "strides": [2, 3], "dilations": [3, 2], "pads": [3, 1, 2, 2]},
+     False),
+    ((1, 3, 6, 6), (4, 3, 2, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [2, 1]}, False),
+    ((2, 4, 5, 6, 5), (4, 2, 3, 1, 2), {"group": 2, "strides": [2, 1, 2]}, False),  # 3-D, odd sizes
+    ((1, 2, 4, 6, 4), (2, 1, 3, 3, 3), {"group": 2, "strides": [2, 1, 2], "pads": [1, 0, 1, 1, 2, 0]}, True),
+    ((1, 2, 3, 3), (3, 2, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, False),  # phases of 2 and 1 cells
+    ((1, 3, 11), (4, 3, 3), {"strides": [2], "pads": [2, 1], "dilations": [2]}, False),  # 1-D
+]
+
+
+@pytest.mark.parametrize("index", range(len(FORCED_CASES)))
+def test_conv_stride_phases_any_layout(monkeypatch, index):
+    """The phase layout is exact for any strides, dilations, pads and sizes, also where the rule
+    keeps the plain im2col; with inf and NaN inputs too (the extra columns never leak)."""
+    monkeypatch.setattr(numpy_conv, "use_phases", lambda *args: max(args[5]) > 1)
+    x_shape, w_shape, attrs, fold = FORCED_CASES[index]
+    w, b = r(*w_shape), r(w_shape[0])
+    session = conv_session(x_shape, w, b, attrs=attrs)
+    for _ in range(2):
+        x = r(*x_shape)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], reference_conv(x, w, b, **_geometry(x_shape, attrs)),
+                                   **TOL)
+    assert (phased_plan(session).fold is not None) == fold
+    x = r(*x_shape)
+    x.reshape(-1)[::7] = np.inf
+    x.reshape(-1)[3::11] = np.nan
+    got = session.run(None, {"x": x})[0]
+    monkeypatch.setattr(numpy_conv, "PHASES", False)
+    monkeypatch.setattr(numpy_conv, "use_phases", lambda *args: False)
+    plain = conv_session(x_shape, w, b, attrs=attrs)
+    want = plain.run(None, {"x": x})[0]
+    assert not conv_plans(plain)[0].phased
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+
+
+@pytest.mark.parametrize("case", ["depthwise_even", "depthwise_odd_batch", "groups"])
+def test_conv_stride_phases_same_as_plain(monkeypatch, case):
+    """The same products as the plain im2col, only summed in another order: equal to float32
+    rounding, run after run."""
+    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
+    w, b = r(*w_shape), r(w_shape[0])
+    phased = conv_session(x_shape, w, b, attrs=attrs)
+    monkeypatch.setattr(numpy_conv, "PHASES", False)
+    plain = conv_session(x_shape, w, b, attrs=attrs)
+    assert phased_plan(phased) and not conv_plans(plain)[0].phased
+    for _ in range(2):
+        x = r(*x_shape)
+        np.testing.assert_allclose(phased.run(None, {"x": x})[0], plain.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["depthwise_even", "depthwise_multiplier", "regular_batch", "depthwise_dilated"])
+def test_conv_stride_phases_runtime_weights(case):
+    """Weights and bias as graph inputs: packed on every run in the phases' tap order."""
+    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
+    session = conv_session(x_shape, r(*w_shape), r(w_shape[0]), attrs=attrs, const=False)
+    for _ in range(2):
+        x, w, b = r(*x_shape), r(*w_shape), r(w_shape[0])
+        got = session.run(None, {"x": x, "w": w, "b": b})[0]
+        np.testing.assert_allclose(got, reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+    assert phased_plan(session).weights is None
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("kind,alpha,beta", [("relu", 0.0, 0.0), ("clip", 0.0, 6.0), ("", 0.0, 0.0)])
+@pytest.mark.parametrize("case", ["depthwise_even", "depthwise_stride_2_1", "groups"])
+def test_conv_stride_phases_epilogue(case, kind, alpha, beta, residual):
+    """The widened result's crop goes through the fused residual and activation."""
+    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
+    w, b = r(*w_shape), r(w_shape[0])
+    attrs = {**attrs, "activation": kind, "activation_alpha": alpha, "activation_beta": beta}
+    session = conv_session(x_shape, w, b, attrs=attrs, residual=residual)
+    x = r(*x_shape)
+    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
+    feeds = {"x": x}
+    if residual:
+        feeds["res"] = r(*y.shape)
+        y = y + feeds["res"]
+    np.testing.assert_allclose(session.run(None, feeds)[0], activate(y, kind, alpha, beta), **TOL)
+    assert phased_plan(session).valid is not None
+
+
+def test_conv_stride_phases_resize():
+    w, b = r(37, 1, 3, 3), r(37)
+    attrs = {"group": 37, "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    session = conv_session(None, w, b, attrs=attrs, dims=("N", 37, "H", "W"))
+    shapes = [(1, 37, 8, 8), (2, 37, 9, 7), (1, 37, 4, 4), (1, 37, 8, 8)]
+    phased = []
+    for shape in shapes:
+        for _ in range(2):
+            x = r(*shape)
+            want = reference_conv(x, w, b, **_geometry(shape, attrs))
+            np.testing.assert_allclose(session.run(None, {"x": x})[0], want, **TOL)
+        phased.append(conv_plans(session)[0].phased)
+    assert phased == [True, True, False, True]  # 4x4 has too few rows: the plain im2col
+
+
+@pytest.mark.parametrize("case", ["depthwise_even", "depthwise_odd_batch", "groups", "depthwise_dilated",
+                                  "conv3d_depthwise"])
+def test_conv_stride_phases_shared_scratch(monkeypatch, case):
+    """Phases, im2col and the widened result in the backend's shared scratch: the zero border and
+    the row of ones are rewritten on every run, after another conv used the same memory; the views
+    are built once while the scratch stays."""
+    monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 0)
+    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
+    w1, b1 = r(*w_shape), r(w_shape[0])
+    c = w_shape[0]
+    rank = len(x_shape) - 2
+    w2, b2 = r(c, c, *[3] * rank) / math.sqrt(c * 3 ** rank), r(c)  # a stride-1 conv after it, sharing the scratch
+    params = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    second = {"pads": [1] * (2 * rank)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], **attrs),
+             helper.make_node("Conv", ["h", "w2", "b2"], ["y"], **second)]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+                              [onnx.ValueInfoProto(name="y")],
+                              [numpy_helper.from_array(v, k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    session = wgnn.InferenceSession(wgnn.convert(model, optimize=False), providers=["numpy"])
+    for _ in range(3):
+        x = r(*x_shape)
+        h = reference_conv(x, w1, b1, **_geometry(x_shape, attrs))
+        want = reference_conv(h, w2, b2, pads=second["pads"])
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+    first, _ = conv_plans(session)
+    assert first.phased and first.shared
+    views = first.copies
+    session.run(None, {"x": r(*x_shape)})
+    assert first.copies is views  # not rebuilt while the scratch array stays
+
+
+def test_conv_stride_phases_in_mobilenet():
+    """MobileNetV2's stride-2 depthwise convs, run as Conv stages of ConvDwPwExpand, take phases;
+    the model gives what it gives with the plain im2col."""
+    from wgnn.models.zoo import build, example_inputs
+
+    model = build("mobilenetv2", size=32).SerializeToString()
+    feeds = example_inputs(onnx.load_from_string(model), 1)
+
+    def plans(session):
+        """Every Conv plan, also those of fused steps' Conv stages (found through the objects the
+        numpy steps keep in their state)."""
+        found, seen = [], set()
+
+        def visit(obj):
+            if id(obj) in seen or isinstance(obj, (np.ndarray, str, int, float)):
+                return
+            seen.add(id(obj))
+            if isinstance(obj, _ConvPlan):
+                found.append(obj)
+            elif isinstance(obj, dict):
+                for value in obj.values():
+                    visit(value)
+            elif isinstance(obj, (list, tuple)):
+                for value in obj:
+                    visit(value)
+            elif type(obj).__module__.startswith("wgnn.backends.numpy"):
+                visit(vars(obj))
+
+        for segment in session.session.segments:
+            for _, ex in segment.steps:
+                visit(ex.state)
+        return found
+
+    session = wgnn.InferenceSession(model, providers=["numpy"])
+    got = session.run(None, feeds)[0]
+    phased = [p.phases_shape for p in plans(session) if p.phased]
+    assert phased == [(4, 1, 96, 9, 9), (4, 1, 144, 5, 5)]
+    numpy_conv.PHASES = False
+    try:
+        plain = wgnn.InferenceSession(model, providers=["numpy"])
+        want = plain.run(None, feeds)[0]  # plans are built at the first run
+    finally:
+        numpy_conv.PHASES = True
+    assert plans(plain) and not any(p.phased for p in plans(plain))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 # ------------------------------------------------------------------------------ ConvTranspose
