@@ -81,9 +81,12 @@ class _ColdStart:
     the compile threads (loader.PipelineCache's counters; the cold start only)."""
 
     def __init__(self, backends):
+        from ..backends.wgpu.loader import compile_threads
+
         self.caches = [b.pipelines for b in backends if hasattr(b, "pipelines")]
         self.seconds = 0.0
         self.compiled = 0
+        self.threads = compile_threads() if self.caches else 0  # 0: nothing compiles (no GPU backend)
 
     def __enter__(self):
         self.before = [(c.compiled, c.compile_seconds) for c in self.caches]
@@ -156,6 +159,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         "cold_start_ms": {"load": load_ms, "prepare": prepare_ms, "shader_compile": compiling.seconds * 1e3,
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,
+        "compile_threads": compiling.threads,
         "driver_shader_cache": "on" if driver_cache else "off",
         "dispatches": sum(len(ex.dispatches) for s in gpu_segments for _, ex in s.steps),
         "views": report["views"],  # steps that share their input's storage and dispatch nothing

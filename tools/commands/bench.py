@@ -117,7 +117,8 @@ def format_bench(result: dict) -> str:
     lines = [f"model: {result['model']}   providers: {', '.join(result['providers'])}{adapter}",
              "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
              f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
-             f"{cold['shader_compile']:.1f} ms, {result['pipelines_compiled']} pipelines), "
+             f"{cold['shader_compile']:.1f} ms, {result['pipelines_compiled']} pipelines"
+             + (f", {result['compile_threads']} threads" if result.get("compile_threads", 0) > 1 else "") + "), "
              f"first run {cold['first_run']:.1f} ms"
              + (" (drivers' shader caches off)" if result.get("driver_shader_cache") == "off" else ""),
              "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
