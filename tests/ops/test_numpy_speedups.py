@@ -197,7 +197,11 @@ def test_conv_runtime_weights_and_bias(case):
 @pytest.mark.parametrize("case", ["widened_3x3", "pointwise", "pointwise_expand", "row_stride_plain", "depthwise"])
 @pytest.mark.parametrize("residual", [False, True])
 def test_conv_fused_epilogue(case, kind, alpha, beta, residual):
-    x_shape, w_shape, attrs = CONV_CASES[case]
+    check_fused_epilogue(*CONV_CASES[case], kind, alpha, beta, residual)
+
+
+def check_fused_epilogue(x_shape, w_shape, attrs, kind, alpha, beta, residual):
+    """A Conv with the fused activation (and residual) against the reference; returns the session."""
     w, b = r(*w_shape), r(w_shape[0])
     attrs = {**attrs, "activation": kind, "activation_alpha": alpha, "activation_beta": beta}
     session = conv_session(x_shape, w, b, attrs=attrs, residual=residual)
@@ -207,8 +211,8 @@ def test_conv_fused_epilogue(case, kind, alpha, beta, residual):
     if residual:
         feeds["res"] = r(*y.shape)
         y = y + feeds["res"]
-    got = session.run(None, feeds)[0]
-    np.testing.assert_allclose(got, activate(y, kind, alpha, beta), **TOL)
+    np.testing.assert_allclose(session.run(None, feeds)[0], activate(y, kind, alpha, beta), **TOL)
+    return session
 
 
 def test_conv_resize_to_a_new_shape_and_back():
@@ -445,17 +449,7 @@ def test_conv_stride_phases_runtime_weights(case):
 @pytest.mark.parametrize("case", ["depthwise_even", "depthwise_stride_2_1", "groups"])
 def test_conv_stride_phases_epilogue(case, kind, alpha, beta, residual):
     """The widened result's crop goes through the fused residual and activation."""
-    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
-    w, b = r(*w_shape), r(w_shape[0])
-    attrs = {**attrs, "activation": kind, "activation_alpha": alpha, "activation_beta": beta}
-    session = conv_session(x_shape, w, b, attrs=attrs, residual=residual)
-    x = r(*x_shape)
-    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
-    feeds = {"x": x}
-    if residual:
-        feeds["res"] = r(*y.shape)
-        y = y + feeds["res"]
-    np.testing.assert_allclose(session.run(None, feeds)[0], activate(y, kind, alpha, beta), **TOL)
+    session = check_fused_epilogue(*PHASE_CASES[case][:3], kind, alpha, beta, residual)
     assert phased_plan(session).valid is not None
 
 
