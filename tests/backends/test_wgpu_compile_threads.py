@@ -74,3 +74,30 @@ def test_a_kernel_that_fails_to_compile_names_the_step_at_resize(monkeypatch, th
                               config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0])).session.resize()
     message = str(caught.value)
     assert message.startswith('Conv "') and "failed to compile" in message and "kernels_wgsl/" in message
+
+
+@needs_gpu
+def test_sessions_prepared_on_several_threads_at_once(monkeypatch):
+    """Sessions created from threads at the same time share the device's pipeline cache and its
+    compile threads; each one waits for its own pipelines and computes its own model."""
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
+    models = [small_model(300 + i) for i in range(4)]  # the stem kernel holds the weights: 4 texts
+    x = np.random.default_rng(2).standard_normal((2, 3, 7, 5)).astype(np.float32)
+    expected = [session_for(m.SerializeToString(), "numpy").run(None, {"in0": x})[0] for m in models]
+    results, errors = [None] * len(models), []
+
+    def work(i):
+        try:
+            session = session_for(models[i].SerializeToString(), f"wgpu:{ADAPTERS[0]}")
+            results[i] = session.run(None, {"in0": x})[0]
+        except Exception as exc:  # reported below, with the thread's model
+            errors.append((i, exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(models))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
