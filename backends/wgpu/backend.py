@@ -443,6 +443,7 @@ class WgpuBackend(Backend):
         pool = super().plan_memory(specs, buffered, dedicated, constants)
         self.specs = specs
         self.locations = {}
+        self.requested = []  # a new resize: what an earlier one that failed half-way asked for is not its business
         arenas = split_arenas(pool, buffered, self.max_buffer, self.alignment)
         pool.peak_bytes = sum(size for size, _ in arenas)
         self.arenas = []
