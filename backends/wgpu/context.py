@@ -68,12 +68,11 @@ def _wgpu():
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # silences Mesa's warning on headless machines
     try:
         import wgpu
-        from wgpu.backends.wgpu_native import ffi
     except Exception as exc:  # missing wheel or native library
         raise AdapterError(f"wgpu is not usable here: {exc}") from None
-    from .ffi_types import install
+    from .ffi_types import install_for_wgpu
 
-    install(ffi)  # ~1 s less cold start: see ffi_types.py
+    install_for_wgpu()  # ~1 s less cold start: see ffi_types.py
     return wgpu
 
 

@@ -49,6 +49,16 @@ def simple_type(declarations: dict, model, cdecl: str):
     return model.ArrayType(item, None)
 
 
+def install_for_wgpu() -> bool:
+    """install() on wgpu-py's FFI, where this wgpu-py has one where expected."""
+    try:
+        from wgpu.backends.wgpu_native import ffi
+    except ImportError as exc:
+        log.debug("wgpu-py's FFI is not where expected (%s): C types are parsed as usual", exc)
+        return False
+    return install(ffi)
+
+
 def install(ffi) -> bool:
     """Make `ffi` build simple type strings without its parser (once per FFI); whether it does."""
     if getattr(ffi, "_wgnn_simple_types", False):
