@@ -112,11 +112,14 @@ def compile_threads() -> int:
 
 
 class Kernel:
-    """A compiled pipeline, or one compiling (a Future): `pipeline` waits for it and raises the
-    compile error, if any."""
+    """A compiled pipeline, or one compiling (a Future): reading `pipeline` waits for it (once; then
+    it is a plain attribute, so recording a run pays nothing) and raises the compile error, if any."""
 
     def __init__(self, pipeline, layout, bindings: tuple[str, ...], path: str, workgroup: int = 64):
-        self._pipeline = pipeline
+        if isinstance(pipeline, Future):
+            self._compiling = pipeline
+        else:
+            self.pipeline = pipeline
         self.layout = layout
         self.bindings = bindings
         self.path = path
@@ -125,17 +128,19 @@ class Kernel:
     @property
     def pending(self) -> bool:
         """Whether the compile has not been waited for yet (it may have finished, or failed)."""
-        return isinstance(self._pipeline, Future)
+        return "pipeline" not in self.__dict__
 
-    @property
-    def pipeline(self):
+    def __getattr__(self, name: str):
+        # Only for attributes not set yet: `pipeline` while it compiles.
+        if name != "pipeline":
+            raise AttributeError(name)
         return self.wait()
 
     def wait(self):
         """The pipeline, once compiled; a KernelCompileError raises here."""
-        if isinstance(self._pipeline, Future):
-            self._pipeline = self._pipeline.result()
-        return self._pipeline
+        if self.pending:
+            self.pipeline = self._compiling.result()
+        return self.pipeline
 
 
 class PipelineCache:
