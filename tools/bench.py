@@ -180,7 +180,9 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
 
 def _encode_cost(segments, runs: int) -> float | None:
     """Host time to record one GPU step into a command buffer (median over `runs` recordings of
-    every GPU segment, not submitted): the per-op overhead of run() beyond the GPU's own time."""
+    every GPU segment, not submitted). run() records a segment's next run while the GPU runs the
+    current one, so this is host work beside the GPU's, on its critical path only where the GPU
+    finishes first."""
     steps = [execution for segment in segments for _, execution in segment.steps]
     if not steps:
         return None

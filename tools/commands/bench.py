@@ -125,7 +125,7 @@ def format_bench(result: dict) -> str:
              + f"; {result['dispatches']} GPU dispatches per run; {result['views']} view(s); "
                f"{result['segments']} segment(s); "
                f"{result['fallbacks']} fallback(s)"
-             + (f"; host encoding {result['encode_us_per_step']:.1f} us per GPU step"
+             + (f"; host encoding {result['encode_us_per_step']:.1f} us per GPU step, recorded ahead of the run"
                 if result.get("encode_us_per_step") is not None else ""),
              ""]
     heading = ["runner", "median ms", "p90 ms", "min ms", "max ms"]
