@@ -105,3 +105,30 @@ def test_profiled_and_observed_runs_in_between_leave_later_runs_right():
                                rtol=1e-6)
     assert seen
     np.testing.assert_allclose(session.run(None, {"x": x * 4})[0], expected(x * 4, 1), rtol=1e-6)
+
+
+def conv_model():
+    """Conv 6 -> 7 (3x3, pad 1) + Relu, then MaxPool 2x2: feature maps in NC4HW4, channels not a
+    multiple of 4, in the storage under test."""
+    rng = np.random.default_rng(5)
+    inits = [onnx.numpy_helper.from_array(rng.standard_normal((7, 6, 3, 3)).astype(np.float32), "w"),
+             onnx.numpy_helper.from_array(rng.standard_normal(7).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 9, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("storage", ["buffer", "texture"])
+def test_feature_maps_in_either_storage_follow_each_run_inputs(storage):
+    model = conv_model()
+    gpu = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), storage=storage))
+    reference = wgnn.InferenceSession(model, providers=["numpy"])
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.standard_normal((2, 6, 9, 10)).astype(np.float32)
+        np.testing.assert_allclose(gpu.run(None, {"x": x})[0], reference.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    (segment,) = gpu_segments(gpu)
+    assert segment.backend.nc4hw4_storage == storage and id(segment) in segment.backend._recorded_runs
