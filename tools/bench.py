@@ -99,11 +99,13 @@ class _ColdStart:
 
 
 def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int = 20, vs: str | None = None,
-                profile: bool = False, seed: int = 0, show_progress: bool = True, driver_cache: bool = True) -> dict:
+                profile: bool = False, seed: int = 0, show_progress: bool = True, driver_cache: bool = True,
+                lavapipe_threads: int | None = None) -> dict:
     """Benchmark one model; returns the dict `wgnn bench --json` prints. With profile=True, also
     `runs` profiled runs: result["per_op"] (rows in session order) and result["trace_events"].
     driver_cache=False turns the GPU drivers' on-disk shader caches off first (before any GPU use
-    of the process), so the cold start is a first-ever run's."""
+    of the process), so the cold start is a first-ever run's; lavapipe_threads sets the worker
+    threads of Mesa's CPU drivers (LP_NUM_THREADS), also before any GPU use."""
     from ..engine.interpreter import Interpreter
     from ..engine.session import Session
     from .cli import random_feeds, resolve_shapes
@@ -115,6 +117,10 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         from ..backends.wgpu.context import disable_driver_shader_cache
 
         disable_driver_shader_cache()
+    if lavapipe_threads is not None:
+        from ..backends.wgpu.context import set_lavapipe_threads
+
+        set_lavapipe_threads(lavapipe_threads)
     start = time.perf_counter()
     interp = Interpreter(path)  # parse (.wgnn) or convert (.onnx)
     load_ms = (time.perf_counter() - start) * 1e3
@@ -150,9 +156,12 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
 
     report = session.report()
     gpu_segments = [s for s in session.segments if s.backend.name == "wgpu"]
-    adapter = next((b.context.name for b in session.backends if hasattr(b, "context")), None)
+    context = next((b.context for b in session.backends if hasattr(b, "context")), None)
+    from ..backends.wgpu.context import lavapipe_threads as threads_of
+
     result = {
-        "model": str(path), "providers": list(config.providers), "adapter": adapter,
+        "model": str(path), "providers": list(config.providers), "adapter": context.name if context else None,
+        "lavapipe_threads": threads_of(context.info) if context else None,
         "storage": config.storage, "precision": config.precision,
         "input_shapes": {k: list(v) for k, v in shapes.items()}, "warmup": warmup, "runs": runs,
         "latency_ms": latency(samples["wgnn"]),

@@ -299,14 +299,15 @@ def kernel_case(case: dict, adapter: int, warmup: int, runs: int) -> dict:
 def bench_adapter(adapter: int, *, quick: bool = False, warmup: int = 1, runs: int = 5, show_progress: bool = True,
                   cases: list[str] | None = None) -> dict:
     """Every measurement on one adapter (index); `cases` filters the kernel cases by name."""
-    from ..backends.wgpu.context import get_context
+    from ..backends.wgpu.context import get_context, lavapipe_threads
     from .progress import progress
 
     context = get_context(adapter)
     gpu = RawGpu(context)
     repeat = max(3, runs)
     result = {"adapter": context.name, "index": context.index, "adapter_type": context.info.adapter_type,
-              "method": gpu.method, "fma": fma_peak(gpu, quick, repeat), "copy": copy_bandwidth(gpu, quick, repeat),
+              "lavapipe_threads": lavapipe_threads(context.info), "method": gpu.method,
+              "fma": fma_peak(gpu, quick, repeat), "copy": copy_bandwidth(gpu, quick, repeat),
               "dispatch": dispatch_cost(gpu, quick, repeat), "kernels": []}
     peak = result["fma"]["gflops"]
     bandwidth = result["copy"]["shader_vec4"]["gbps"]
@@ -339,7 +340,9 @@ def format_kernels(result: dict) -> str:
         fma, copy, dispatch = entry["fma"], entry["copy"], entry["dispatch"]
         timing = ("GPU timestamp queries" if entry["method"] == "timestamp-query"
                   else "wall clock around submit + wait (no timestamp-query)")
-        lines += [f"adapter {entry['index']}: {entry['adapter']} [{entry['adapter_type']}]   timing: {timing}",
+        threads = entry.get("lavapipe_threads")
+        workers = f", {threads} lavapipe worker threads" if threads is not None else ""
+        lines += [f"adapter {entry['index']}: {entry['adapter']} [{entry['adapter_type']}{workers}]   timing: {timing}",
                   f"  FMA peak: {fma['gflops']:.1f} GFLOP/s, median {fma['median_gflops']:.1f} "
                   f"({fma['invocations']} invocations x {fma['iterations']} x {FMA_CHAINS} vec4 FMAs, best "
                   f"{fma['ms']:.2f} ms)",

@@ -271,10 +271,12 @@ def environment(adapter) -> dict:
             versions[package] = None
     gpu = None
     try:
-        from ..backends.wgpu.context import adapters, select_adapter
+        from ..backends.wgpu.context import adapters, lavapipe_threads, select_adapter
 
         info = adapters()[select_adapter(adapter)]
-        gpu = f"{info.name} ({info.backend}, {info.driver})"
+        threads = lavapipe_threads(info)
+        gpu = f"{info.name} ({info.backend}, {info.driver}" + (
+            f"; {threads} worker threads" if threads is not None else "") + ")"
     except WgnnError:
         pass
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
@@ -355,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, help="input side of the image models (default: the zoo's 32; "
                         "224 for ImageNet-sized inputs; unet needs a multiple of 4)")
     parser.add_argument("--seq", type=int, default=8, help="sequence length of bert's inputs (default 8)")
+    parser.add_argument("--lavapipe-threads", type=int, metavar="N",
+                        help="worker threads of Mesa's CPU drivers (LP_NUM_THREADS), for wgnn and the GPU peers "
+                             "alike (they share the process)")
     parser.add_argument("--out", metavar="FILE.md", help="also write the markdown table here")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
@@ -373,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError("--size must be at least 4 and --seq at least 1")
         if find_spec("onnxruntime") is None:
             raise InputError("the peers table needs onnxruntime (the reference): pip install onnxruntime")
+        if args.lavapipe_threads is not None:
+            from ..backends.wgpu.context import set_lavapipe_threads
+
+            set_lavapipe_threads(args.lavapipe_threads)
         result = run_peers(models, peers, runs=args.runs, warmup=args.warmup, adapter=args.adapter,
                            show_progress=not args.json, size=args.size, seq=args.seq)
     except WgnnError as exc:

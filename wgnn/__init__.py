@@ -42,6 +42,16 @@ def adapters() -> list[dict]:
     return [a.as_dict() for a in _adapters()]
 
 
+def set_lavapipe_threads(count: int) -> None:
+    """Worker threads of Mesa's CPU GPU drivers (lavapipe, llvmpipe) for this process, as Mesa's
+    LP_NUM_THREADS: 0 runs each dispatch on the driver's queue thread (small models on few cores run
+    up to 4x faster), the default is one per core (large models run faster). Call it before the
+    first GPU use of the process; afterwards it raises InputError."""
+    from .backends.wgpu.context import set_lavapipe_threads as _set
+
+    _set(count)
+
+
 def save_model(model: Model, path) -> None:
     """Write a wgnn Model to a .wgnn file."""
     from .models.format import save_model as _save
@@ -89,6 +99,7 @@ __all__ = [
     "image",
     "load_model",
     "save_model",
+    "set_lavapipe_threads",
 ]
 
 

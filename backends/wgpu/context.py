@@ -64,6 +64,37 @@ def disable_driver_shader_cache() -> None:
     os.environ.update(DRIVER_CACHE_OFF)
 
 
+# Mesa's CPU drivers (lavapipe for Vulkan, llvmpipe for OpenGL) split each dispatch over worker
+# threads, one per core unless LP_NUM_THREADS says otherwise; 0 runs it on the driver's own queue
+# thread. They read it once, when wgpu first lists the adapters.
+LAVAPIPE_THREADS = "LP_NUM_THREADS"
+MAX_LAVAPIPE_THREADS = 32  # llvmpipe's LP_MAX_THREADS in Mesa 22.x
+
+
+def set_lavapipe_threads(count: int) -> None:
+    """Worker threads of Mesa's CPU drivers for this process (LP_NUM_THREADS). Small models run
+    faster with 0 on few cores, where handing each dispatch to the workers and back costs more
+    than it gains (docs/performance.md); large ones faster with one per core, the default. Only
+    before the first GPU use of the process."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LAVAPIPE_THREADS:
+        raise InputError(f"lavapipe threads must be an integer from 0 to {MAX_LAVAPIPE_THREADS}, got {count!r}")
+    if _adapters is not None:
+        raise InputError("the GPU driver is loaded already in this process: lavapipe's worker threads can only be "
+                         "set before the first GPU use (e.g. at the start of a script, with "
+                         f"{LAVAPIPE_THREADS}=N in the environment, or `wgnn bench --lavapipe-threads N`)")
+    os.environ[LAVAPIPE_THREADS] = str(count)
+
+
+def lavapipe_threads(info: AdapterInfo | None) -> int | None:
+    """The worker threads Mesa's CPU driver runs with, for an llvmpipe adapter (None for others)."""
+    if info is None or "llvmpipe" not in info.name.lower():
+        return None
+    try:
+        return max(0, min(int(os.environ[LAVAPIPE_THREADS]), MAX_LAVAPIPE_THREADS))
+    except (KeyError, ValueError):
+        return min(os.cpu_count() or 1, MAX_LAVAPIPE_THREADS)
+
+
 def _wgpu():
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # silences Mesa's warning on headless machines
     try:

@@ -175,3 +175,57 @@ def test_profiler_off_runs_as_before_and_on_allocates_nothing_in_run(monkeypatch
     after = session.run(None, {"input": x})[0]
     np.testing.assert_array_equal(after, before)
     assert profiler.take() == []  # disabled: the ordinary path records nothing
+
+
+def _llvmpipe(adapter: dict) -> bool:
+    return "llvmpipe" in adapter["name"].lower()
+
+
+@needs_gpu
+def test_lavapipe_threads_reach_the_driver_and_the_report(tmp_path, monkeypatch):
+    """--lavapipe-threads N sets Mesa's LP_NUM_THREADS before the driver loads: with 0 the process has
+    no llvmpipe worker threads (with the default, one per core, it has), and the JSON and text say N."""
+    model = _relu_model(tmp_path / "relu.onnx")
+    adapter = gpu_adapters()[0]
+    monkeypatch.delenv("LP_NUM_THREADS", raising=False)
+    counting = ("import os, sys, numpy as np, wgnn\n"
+                "if sys.argv[1] != 'default': wgnn.set_lavapipe_threads(int(sys.argv[1]))\n"
+                f"config = wgnn.Config(providers=('wgpu',), adapter={adapter['index']})\n"
+                f"s = wgnn.InferenceSession({model!r}, config=config)\n"
+                "x = np.linspace(-1, 1, 45, dtype=np.float32).reshape(1, 5, 3, 3)\n"
+                "assert np.array_equal(s.run(None, {'x': x})[0], np.maximum(x, 0))\n"
+                "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+                "print(sum(n.startswith('llvmpipe-') for n in names))\n")
+    if _llvmpipe(adapter) and sys.platform.startswith("linux"):
+        workers = {}
+        for setting in ("0", "default"):
+            done = subprocess.run([sys.executable, "-c", counting, setting], capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0, done.stderr
+            workers[setting] = int(done.stdout.split()[-1])
+        assert workers["0"] == 0 and workers["default"] > 0, workers
+    done = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--json",
+                 "--lavapipe-threads", "0")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["lavapipe_threads"] == (0 if _llvmpipe(adapter) else None)
+    text = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--lavapipe-threads", "1")
+    assert text.returncode == 0, text.stderr
+    assert ("1 lavapipe worker threads" in text.stdout) == _llvmpipe(adapter)
+    for bad in ("-1", "33"):
+        refused = bench(model, "--provider", "wgpu", *QUICK, "--lavapipe-threads", bad)
+        assert refused.returncode == 2 and "lavapipe threads must be an integer from 0 to 32" in refused.stderr
+
+
+@needs_gpu
+def test_lavapipe_threads_cannot_be_set_once_the_driver_is_loaded(monkeypatch):
+    from wgnn.backends.wgpu import context
+    from wgnn.engine.errors import InputError
+
+    context.adapters()  # the driver is loaded
+    monkeypatch.setenv("LP_NUM_THREADS", "2")  # restored after the test
+    with pytest.raises(InputError, match="before the first GPU use"):
+        context.set_lavapipe_threads(0)
+    assert context.os.environ["LP_NUM_THREADS"] == "2"
+    for bad in (True, 1.0, "1", -1, 33):
+        with pytest.raises(InputError, match="from 0 to 32"):
+            context.set_lavapipe_threads(bad)

@@ -13,7 +13,8 @@ from wgnn.tools import peers
 def test_cli_json_and_markdown(tmp_path):
     out = tmp_path / "table.md"
     done = subprocess.run([sys.executable, "-m", "wgnn.tools.peers", "--models", "resnet", "--peers",
-                           "wgnn numpy,onnxruntime", "--runs", "1", "--warmup", "0", "--out", str(out), "--json"],
+                           "wgnn numpy,onnxruntime", "--runs", "1", "--warmup", "0", "--out", str(out), "--json",
+                           "--lavapipe-threads", "0"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -26,6 +27,8 @@ def test_cli_json_and_markdown(tmp_path):
         assert cell["max_rel_error"] < 1e-4
     assert row["peers"]["onnxruntime"]["ratio_to_onnxruntime"] == pytest.approx(1.0)
     assert result["environment"]["versions"]["onnxruntime"]
+    gpu = result["environment"]["adapter"]
+    assert gpu is None or ("; 0 worker threads)" in gpu) == ("llvmpipe" in gpu.lower()), gpu
     table = out.read_text().splitlines()
     assert "| model | wgnn numpy | onnxruntime |" in table
     assert any(line.startswith("| resnet | ") and "(x" in line for line in table)

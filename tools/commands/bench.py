@@ -41,6 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("--no-driver-cache", action="store_true",
                    help="turn the GPU drivers' on-disk shader caches off (Mesa, NVIDIA), so the cold start is a "
                         "machine's first-ever run: lavapipe compiles each kernel at its first dispatch")
+    p.add_argument("--lavapipe-threads", type=int, metavar="N",
+                   help="worker threads of Mesa's CPU drivers (LP_NUM_THREADS; default one per core): 0 runs each "
+                        "dispatch on the driver's queue thread, faster for small models on few cores")
     p.add_argument("--kernels", action="store_true",
                    help="benchmark the adapter(s) and wgnn's kernels instead of a model (--runs defaults to 5)")
     p.add_argument("--quick", action="store_true", help="--kernels with small sizes (seconds, for smoke tests)")
@@ -73,7 +76,8 @@ def cmd_bench(args) -> int:
                     precision=args.precision)
     result = bench_model(path, config, parse_shape_options(args.shape), warmup=args.warmup, runs=args.runs,
                          vs=args.vs, profile=bool(args.per_op or args.trace), seed=args.seed,
-                         show_progress=not args.json, driver_cache=not args.no_driver_cache)
+                         show_progress=not args.json, driver_cache=not args.no_driver_cache,
+                         lavapipe_threads=args.lavapipe_threads)
     events = result.pop("trace_events", [])
     if args.trace:
         Path(args.trace).write_text(json.dumps(trace_document(events)))
@@ -95,6 +99,10 @@ def cmd_bench_kernels(args) -> int:
     for option in ("vs", "per_op", "trace", "shape", "provider", "no_driver_cache"):
         if getattr(args, option):
             raise InputError(f"--{option.replace('_', '-')} does not go with --kernels")
+    if args.lavapipe_threads is not None:
+        from ...backends.wgpu.context import set_lavapipe_threads
+
+        set_lavapipe_threads(args.lavapipe_threads)
     result = bench_kernels(parse_adapters(args.adapter), quick=args.quick, warmup=args.warmup,
                            runs=5 if args.runs is None else args.runs, show_progress=not args.json, cases=args.case)
     print(json.dumps(result, indent=2) if args.json else format_kernels(result))
@@ -114,6 +122,8 @@ def format_bench(result: dict) -> str:
 
     cold, lat = result["cold_start_ms"], result["latency_ms"]
     adapter = f"   adapter: {result['adapter']}" if result["adapter"] else ""
+    if result.get("lavapipe_threads") is not None:
+        adapter += f", {result['lavapipe_threads']} lavapipe worker threads"
     lines = [f"model: {result['model']}   providers: {', '.join(result['providers'])}{adapter}",
              "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
              f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
