@@ -26,6 +26,7 @@ def test_quick_json_every_adapter():
         assert entry["method"] in ("timestamp-query", "wall")
         fma = entry["fma"]
         assert fma["gflops"] >= fma["median_gflops"] > 0
+        assert (entry["lavapipe_threads"] is None) == ("llvmpipe" not in entry["adapter"].lower())
         assert fma["flops"] == fma["invocations"] * fma["iterations"] * 8 * 4 * 2
         assert entry["copy"]["shader_vec4"]["gbps"] > 0 and entry["copy"]["copy_buffer_to_buffer"]["gbps"] > 0
         assert entry["dispatch"]["us_per_dispatch"] >= 0 and entry["dispatch"]["dispatches"] > 1
@@ -45,10 +46,12 @@ def test_quick_json_every_adapter():
 
 @needs_gpu
 def test_quick_table_one_case():
-    done = bench("--kernels", "--quick", "--adapter", "0", "--runs", "1", "--case", "matmul 64")
+    done = bench("--kernels", "--quick", "--adapter", "0", "--runs", "1", "--case", "matmul 64",
+                 "--lavapipe-threads", "1")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "adapter 0:" in out and "FMA peak:" in out and "GFLOP/s" in out
+    assert ("1 lavapipe worker threads]" in out) == ("llvmpipe" in gpu_adapters()[0]["name"].lower())
     assert "copy bandwidth" in out and "copy_buffer_to_buffer" in out and "per empty dispatch" in out
     assert "min ms" in out and "dispatches" in out
     assert "MatMul 64^3" in out and "MatMul 32^3" not in out and "% peak" in out and "matmul/" in out
