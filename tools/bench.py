@@ -106,6 +106,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     driver_cache=False turns the GPU drivers' on-disk shader caches off first (before any GPU use
     of the process), so the cold start is a first-ever run's; lavapipe_threads sets the worker
     threads of Mesa's CPU drivers (LP_NUM_THREADS), also before any GPU use."""
+    from ..backends.wgpu.context import lavapipe_threads as threads_of
     from ..engine.interpreter import Interpreter
     from ..engine.session import Session
     from .cli import random_feeds, resolve_shapes
@@ -157,8 +158,6 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     report = session.report()
     gpu_segments = [s for s in session.segments if s.backend.name == "wgpu"]
     context = next((b.context for b in session.backends if hasattr(b, "context")), None)
-    from ..backends.wgpu.context import lavapipe_threads as threads_of
-
     result = {
         "model": str(path), "providers": list(config.providers), "adapter": context.name if context else None,
         "lavapipe_threads": threads_of(context.info) if context else None,
