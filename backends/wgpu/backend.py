@@ -643,7 +643,7 @@ class WgpuBackend(Backend):
         if staged.buffer is None:
             return None
         try:
-            raw = self.context.reader.read(staged.buffer, _round8(staged.size))
+            raw = memoryview(self.context.reader.read(staged.buffer, _round8(staged.size)))  # slices copy nothing
         except Exception as exc:
             raise self._device_error(exc, [], "reading the outputs back") from None
         for name, at in staged.offsets.items():
