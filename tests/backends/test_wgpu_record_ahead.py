@@ -54,8 +54,9 @@ def gpu_segments(session):
     return [s for s in session.session.segments if s.backend.name == "wgpu"]
 
 
-def test_later_runs_submit_what_was_recorded_ahead_and_see_their_own_inputs(recordings):
-    session = wgnn.InferenceSession(split_model(1), providers=["wgpu", "numpy"])
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+def test_later_runs_submit_what_was_recorded_ahead_and_see_their_own_inputs(recordings, adapter):
+    session = wgnn.InferenceSession(split_model(1), config=wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter))
     rng = np.random.default_rng(3)
     for run in range(4):
         x = rng.standard_normal((3, 5)).astype(np.float32)
