@@ -15,6 +15,10 @@ from .kernel import numpy_kernel
 @numpy_kernel("MatMul")
 def matmul(ex, a, b, c=None, r=None):
     attrs = ex.attrs
+    if attrs.get("perm_a"):  # views: numpy.matmul takes strided operands
+        a = np.transpose(a, attrs["perm_a"])
+    if attrs.get("perm_b"):
+        b = np.transpose(b, attrs["perm_b"])
     if attrs["trans_a"] and a.ndim >= 2:
         a = np.swapaxes(a, -1, -2)
     if attrs["trans_b"] and b.ndim >= 2:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
+from ...engine.ops.matmul import permuted
 from ..base import Step
 from .backend import WORKGROUP, GpuExecution, gpu_kernel, wgsl_type
 from .elementwise import INT_UNARY_EXPR, UNARY_EXPR
@@ -49,9 +50,8 @@ class MatMulLayout:
 
     def __init__(self, step: Step, packed_columns: int | None = None):
         attrs = step.attrs
-        a, b = (tuple(s.shape) for s in step.input_specs[:2])
+        (a, a_strides), (b, b_strides) = (permuted_operand(step, i, key) for i, key in ((0, "perm_a"), (1, "perm_b")))
         a_vec, b_vec = len(a) == 1, len(b) == 1
-        a_strides, b_strides = contiguous_strides(a), contiguous_strides(b)
         if a_vec:  # (K,) is one row: the row stride never applies
             self.m, self.k, self.a_sm, self.a_sk = 1, a[0], 0, 1
         elif attrs["trans_a"]:
@@ -96,6 +96,15 @@ class MatMulLayout:
             params += [0] * pad + strides
         params += [self.a_sm, self.a_sk, self.b_sk, self.b_sn, self.c_sm, self.c_sn, int(self.has_c)]
         return params
+
+
+def permuted_operand(step: Step, index: int, key: str) -> tuple[tuple[int, ...], list[int]]:
+    """Input `index` as the product reads it: its shape and strides after the permutation
+    attribute `key` (a Transpose folded in by the converter costs no copy, only other strides)."""
+    shape = tuple(step.input_specs[index].shape)
+    perm = list(step.attrs.get(key) or [])
+    strides = contiguous_strides(shape)
+    return permuted(shape, perm), [strides[p] for p in perm] if perm else list(strides)
 
 
 def broadcast_strides(out: tuple, shape: tuple) -> list[int]:
@@ -202,7 +211,7 @@ class MatMulGpu(GpuExecution):
 
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        a = step.input_specs[0].shape
+        a, _ = permuted_operand(step, 0, "perm_a")
         k = a[-2] if step.attrs["trans_a"] and len(a) > 1 else a[-1]
         return k + 16  # the K loop, plus the epilogue's small loops
 
@@ -237,6 +246,8 @@ class MatMulGpu(GpuExecution):
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
         """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""
         trans_b = self.step.attrs["trans_b"]
+        if self.step.attrs.get("perm_b"):
+            value = np.transpose(value, self.step.attrs["perm_b"])
         n = 1 if value.ndim == 1 else value.shape[-2 if trans_b else -1]
         columns = -(-n // BLOCK) * BLOCK
         layout = MatMulLayout(self.step, packed_columns=columns)

@@ -2,7 +2,9 @@
 
     Y = activation(alpha * op(A) @ op(B) + beta * C + R)
 
-op() swaps the last two axes when trans_a / trans_b is set; A and B follow numpy.matmul (1-D
+op() first permutes an operand's axes by perm_a / perm_b when set (the converter folds a Transpose
+that only this MatMul reads into it: the kernels read the untransposed tensor through permuted
+strides), then swaps its last two axes when trans_a / trans_b is set; A and B follow numpy.matmul (1-D
 operands, broadcast batch axes); the optional bias C broadcasts onto Y without enlarging it.
 The optional fourth input R is a residual of exactly Y's shape and type (no broadcasting, as
 Conv's), put there by the converter's residual-Add fusion (tools/convert/fusion.py): it is added
@@ -14,9 +16,22 @@ from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, regis
 from .conv import ACTIVATION_ATTRS, check_activation
 
 
+def permuted(shape, perm) -> tuple[int, ...]:
+    """shape with its axes in perm's order (perm empty: as it is)."""
+    return tuple(shape[p] for p in perm) if perm else tuple(shape)
+
+
+def operand_shape(ctx: InferContext, index: int, key: str) -> list[int]:
+    """The shape of input `index` as the product sees it, after the permutation attribute `key`."""
+    shape, perm = ctx.shape(index), list(ctx.attrs.get(key) or [])
+    if perm and sorted(perm) != list(range(len(shape))):
+        raise ctx.fail(f"{key} {perm} is not a permutation of the {len(shape)} axes of input {index}")
+    return list(permuted(shape, perm))
+
+
 def matmul_shape(ctx: InferContext) -> tuple[tuple[int, ...], int]:
     """Output shape and the contracted size K."""
-    a, b = list(ctx.shape(0)), list(ctx.shape(1))
+    a, b = operand_shape(ctx, 0, "perm_a"), operand_shape(ctx, 1, "perm_b")
     if not a or not b:
         raise ctx.fail("MatMul operands must have rank >= 1")
     if ctx.attrs["trans_a"] and len(a) >= 2:
@@ -42,6 +57,8 @@ class MatMul(OpDef):
     attrs = {
         "trans_a": Attr("int", 0),
         "trans_b": Attr("int", 0),
+        "perm_a": Attr("ints", []),
+        "perm_b": Attr("ints", []),
         "alpha": Attr("float", 1.0),
         "beta": Attr("float", 1.0),
         **ACTIVATION_ATTRS,

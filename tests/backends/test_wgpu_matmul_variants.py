@@ -173,3 +173,32 @@ def test_bad_override_is_an_error(monkeypatch):
     session = session_for(wgnn.convert(model), GPUS[0])
     with pytest.raises(wgnn.WgnnError, match="WGNN_MATMUL_VARIANT='fastest'"):
         session.run(None, {"x": r(2, 5)})
+
+
+PERMUTED = [  # (A's shape as stored, perm_a, B's shape as stored, perm_b)
+    ((2, 5, 3, 4), [0, 2, 1, 3], (2, 5, 3, 4), [0, 2, 3, 1]),  # attention scores: Q and K heads split
+    ((5, 3, 4), [2, 0, 1], (4, 3, 9), []),  # the batch axis from the last: strides that do not merge
+    ((7, 6), [1, 0], (7, 10), [1, 0]),  # B's perm, then trans_b: the identity
+]
+
+
+@pytest.mark.parametrize("constant_b", [False, True], ids=["runtime_b", "constant_b"])
+@pytest.mark.parametrize("a, perm_a, b, perm_b", PERMUTED, ids=["scores", "batch_last", "2d"])
+def test_permuted_operands(variant, a, perm_a, b, perm_b, constant_b):
+    """perm_a / perm_b (a Transpose the converter folded in): the operands are read through permuted
+    strides; a constant B is permuted before it is repacked."""
+    trans_b = int(len(b) == 2 and bool(perm_b))
+    x, w = r(*a), r(*b)
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+              for name, shape in (("x", a), ("w", b)) if name == "x" or not constant_b]
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")] if constant_b else [])
+    model = wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    (node,) = model.graph.nodes
+    node.attrs.update(perm_a=perm_a, perm_b=perm_b, trans_b=trans_b)
+    bt = np.transpose(w, perm_b) if perm_b else w
+    want = np.matmul(np.transpose(x, perm_a), np.swapaxes(bt, -1, -2) if trans_b else bt)
+    feeds = {"x": x} if constant_b else {"x": x, "w": w}
+    for backend in ["numpy", *GPUS]:
+        np.testing.assert_allclose(session_for(model, backend).run(None, feeds)[0], want, **TOL, err_msg=backend)

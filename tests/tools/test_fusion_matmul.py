@@ -164,3 +164,73 @@ def test_zoo_bert_attention_scores_and_gelu_fold_into_matmuls():
     for backend in BACKENDS:
         got = session_for(model, backend).run(None, feeds)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=2e-5, err_msg=backend)
+
+
+# ------------------------------------------------------------------------- Transpose -> perm
+def test_attention_transposes_fold_into_the_matmuls():
+    """Split heads: Reshape, then Transpose of Q (0, 2, 1, 3) and K (0, 2, 3, 1), read by the scores
+    MatMul (scaled, with an additive mask: its epilogue stays), and V's by the context MatMul."""
+    b, s, heads, d = 2, 5, 3, 4
+    shape = np.array([b, s, heads, d], np.int64)
+    nodes = [helper.make_node("Reshape", [x, "shape"], [f"{x}4"]) for x in ("q", "k", "v")]
+    nodes += [helper.make_node("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3]),
+              helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+              helper.make_node("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3]),
+              helper.make_node("MatMul", ["qt", "kt"], ["scores"]),
+              helper.make_node("Div", ["scores", "scale"], ["scaled"]),
+              helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+              helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+              helper.make_node("MatMul", ["probs", "vt"], ["y"])]
+    model = build(nodes, {n: [b, s, heads * d] for n in "qkv"} | {"mask": [b, 1, 1, s]}, ["y"], {"scale": 2.0})
+    model.graph.initializer.append(numpy_helper.from_array(shape, "shape"))
+    feeds = {n: r(b, s, heads * d) for n in "qkv"} | {"mask": r(b, 1, 1, s)}
+    graph = check(model, feeds, ["Reshape", "Reshape", "Reshape", "MatMul", "Softmax", "MatMul"])
+    scores, context = graph.nodes[3], graph.nodes[5]
+    assert scores.inputs[:2] == ["q4", "k4"] and scores.attrs["perm_a"] == [0, 2, 1, 3]
+    assert scores.attrs["perm_b"] == [0, 2, 3, 1] and scores.attrs["alpha"] == pytest.approx(0.5)
+    assert context.inputs[1] == "v4" and context.attrs["perm_b"] == [0, 2, 1, 3] and not context.attrs.get("perm_a")
+
+
+@pytest.mark.parametrize("perm, a_shape, b_shape", [
+    ([2, 0, 1], [5, 3, 4], [4, 3, 6]),  # the batch axis comes from the last: strides that do not merge
+    ([1, 0], [6, 5], [6, 7]),  # 2-D, then trans_b on top: B's perm and transpose cancel out
+    ([0, 1, 3, 2], [2, 3, 4, 5], [1, 3, 4, 2]),  # B broadcast over the batch
+])
+def test_transposes_of_any_axes_fold(perm, a_shape, b_shape):
+    nodes = [helper.make_node("Transpose", ["a"], ["at"], perm=perm)]
+    if len(a_shape) == 2:
+        nodes += [helper.make_node("Transpose", ["b"], ["bt"], perm=[1, 0]),
+                  helper.make_node("Gemm", ["at", "bt"], ["y"], transB=1)]
+    else:
+        nodes.append(helper.make_node("MatMul", ["at", "b"], ["y"]))
+    graph = check(build(nodes, {"a": a_shape, "b": b_shape}, ["y"], {}), {"a": r(*a_shape), "b": r(*b_shape)},
+                  ["MatMul"])
+    assert graph.nodes[0].inputs[0] == "a" and graph.nodes[0].attrs["perm_a"] == perm
+
+
+def test_transposes_read_elsewhere_stay():
+    """A Transpose that a second node reads, or that is a graph output, stays a copy."""
+    nodes = [helper.make_node("Transpose", ["a"], ["at"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["at", "b"], ["y"]), helper.make_node("Relu", ["at"], ["z"]),
+             helper.make_node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["a", "bt"], ["w"])]
+    graph = check(build(nodes, {"a": [2, 3, 4], "b": [2, 3, 4]}, ["y", "z", "w", "bt"], {}),
+                  {"a": r(2, 3, 4), "b": r(2, 3, 4)}, ["Transpose", "MatMul", "Unary", "Transpose", "MatMul"])
+    assert not any(n.attrs.get("perm_a") or n.attrs.get("perm_b") for n in graph.nodes)
+
+
+def test_a_perm_that_is_no_permutation_is_refused():
+    from wgnn.engine.graph import Node
+
+    model = wgnn.convert(build([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": [2, 3], "b": [3, 4]}, ["y"], {}))
+    model.graph.nodes[0].attrs["perm_a"] = [0, 0]
+    assert isinstance(model.graph.nodes[0], Node)
+    with pytest.raises(wgnn.ShapeError, match=r"perm_a \[0, 0\] is not a permutation of the 2 axes of input 0"):
+        wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"a": r(2, 3), "b": r(3, 4)})
+
+
+def test_zoo_bert_reads_q_k_v_through_strides():
+    graph = wgnn.convert(zoo.build("bert")).graph
+    folded = [n for n in graph.nodes if n.op_type == "MatMul" and (n.attrs.get("perm_a") or n.attrs.get("perm_b"))]
+    assert len(folded) == 4  # per layer: scores (Q and K) and context (V)
+    assert sum(n.op_type == "Transpose" for n in graph.nodes) == 2  # the context's, one per layer

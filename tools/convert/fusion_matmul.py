@@ -180,3 +180,30 @@ def _near(value: float | None, wanted: float) -> bool:
 
 
 MATMUL_EPILOGUE_PASSES = (fold_scale_into_matmul, fold_add_into_matmul_bias)
+
+
+def fold_transpose_into_matmul(graph: Graph) -> None:
+    """Transpose(X, perm) read only by a MatMul, as its A or B, becomes that MatMul's perm_a /
+    perm_b: the kernels read X through permuted strides, and the copy (a dispatch on the GPU)
+    disappears. Attention's split-heads transposes of Q, K and V are the common case. An explicit
+    perm only (the default one depends on the rank), and X no constant (constant folding has
+    transposed those already)."""
+    from .fusion import _Rewriter  # fusion.py lists this pass: imported when it runs
+    from .quant import _subgraph_reads
+
+    rw = _Rewriter(graph)
+    hidden = _subgraph_reads(graph)
+    for node in graph.nodes:
+        if node.op_type != "MatMul":
+            continue
+        for slot, key in ((0, "perm_a"), (1, "perm_b")):
+            name = node.input(slot)
+            transpose = rw.producer(name, ("Transpose",))
+            if (transpose is None or node.attrs.get(key) or not transpose.attrs.get("perm") or name in hidden
+                    or not rw.sole_reader(name, node) or transpose.input(0) in graph.initializers):
+                continue
+            node.inputs[slot] = transpose.input(0)
+            node.attrs[key] = [int(p) for p in transpose.attrs["perm"]]
+            rw.removed.add(id(transpose))
+            graph.value_info.pop(name, None)
+    rw.finish("fold_transpose_into_matmul")
