@@ -102,9 +102,8 @@ def permuted_operand(step: Step, index: int, key: str) -> tuple[tuple[int, ...],
     """Input `index` as the product reads it: its shape and strides after the permutation
     attribute `key` (a Transpose folded in by the converter costs no copy, only other strides)."""
     shape = tuple(step.input_specs[index].shape)
-    perm = list(step.attrs.get(key) or [])
-    strides = contiguous_strides(shape)
-    return permuted(shape, perm), [strides[p] for p in perm] if perm else list(strides)
+    perm = step.attrs.get(key) or None
+    return permuted(shape, perm), list(permuted(contiguous_strides(shape), perm))
 
 
 def broadcast_strides(out: tuple, shape: tuple) -> list[int]:
@@ -172,9 +171,11 @@ def resolve_variant(chosen: str | None, context) -> str:
     return chosen
 
 
-def pack_b(b: np.ndarray, trans_b: int, columns: int) -> np.ndarray:
-    """B as (B's batch axes..., K, columns): transposed if trans_b, a 1-D B as one column, zero
-    columns past N so that every 8-column block is two aligned vec4 loads."""
+def pack_b(b: np.ndarray, trans_b: int, columns: int, perm: list[int] | None = None) -> np.ndarray:
+    """B as (B's batch axes..., K, columns): its axes permuted by perm, transposed if trans_b, a 1-D
+    B as one column, zero columns past N so that every 8-column block is two aligned vec4 loads."""
+    if perm:
+        b = np.transpose(b, perm)
     if b.ndim == 1:
         b = b[:, None]
     elif trans_b:
@@ -245,14 +246,14 @@ class MatMulGpu(GpuExecution):
 
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
         """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""
-        trans_b = self.step.attrs["trans_b"]
-        if self.step.attrs.get("perm_b"):
-            value = np.transpose(value, self.step.attrs["perm_b"])
-        n = 1 if value.ndim == 1 else value.shape[-2 if trans_b else -1]
+        trans_b, perm_b = self.step.attrs["trans_b"], self.step.attrs.get("perm_b") or None
+        shape = permuted(value.shape, perm_b)
+        n = 1 if len(shape) == 1 else shape[-2 if trans_b else -1]
         columns = -(-n // BLOCK) * BLOCK
         layout = MatMulLayout(self.step, packed_columns=columns)
-        b = self.packed_constant("b", value, lambda v: pack_b(v, trans_b, columns))
-        elements = math.prod(value.shape[:-2]) * layout.k * columns
+        # The constant itself is the cache key (kept across resizes); the perm applies inside pack.
+        b = self.packed_constant("b", value, lambda v: pack_b(v, trans_b, columns, perm_b))
+        elements = math.prod(shape[:-2]) * layout.k * columns
         return layout, b, b if elements >= 4 else None
 
     def _params(self, layout: MatMulLayout, block: int) -> list:
