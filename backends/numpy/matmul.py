@@ -1,5 +1,5 @@
-"""MatMul family on numpy: numpy.matmul (BLAS), then alpha, bias, the fused residual and the fused
-activation.
+"""MatMul family on numpy: numpy.matmul (BLAS), then alpha, bias, the output permutation perm_y,
+the fused residual and the fused activation.
 
 alpha, the bias and the residual are applied in place on matmul's fresh result (shape inference
 guarantees the bias broadcasts onto Y without enlarging it and the residual has Y's shape), which
@@ -33,6 +33,8 @@ def matmul(ex, a, b, c=None, r=None):
             y += c
         else:
             y += c * c.dtype.type(attrs["beta"])
+    if attrs.get("perm_y"):  # one copy, as the Transpose folded in made
+        y = np.ascontiguousarray(np.transpose(y, attrs["perm_y"]))
     if r is not None:  # of Y's shape (shape inference checks it), before the activation
         y += r
     if attrs["activation"]:

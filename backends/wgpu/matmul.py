@@ -2,9 +2,10 @@
 
 Everything shape-dependent becomes strides in the params block: transposes swap the row/k
 strides, a 1-D operand is a matrix with one row (A) or one column (B) of stride 0, broadcast
-batch axes have stride 0, and the bias C gets its broadcast strides over (batch..., M, N). The
-fused residual R (input 3) has Y's shape and Y is contiguous (batch..., M, N), so R is read at
-Y's own index and needs no strides; without R, A is bound in its place and a flag says so.
+batch axes have stride 0, and the bias C gets its broadcast strides over (batch..., M, N). Y is
+stored through strides too (slots 36..41: batch axes, then M and N), contiguous unless perm_y
+permutes the product's axes. The fused residual R (input 3) has Y's shape, so R is read at the
+index Y is stored at and needs no strides; without R, A is bound in its place and a flag says so.
 
 Three kernel variants, chosen per adapter (WGNN_MATMUL_VARIANT overrides, for benchmarks/tests):
 - "subgroup" (CPU adapters with the subgroup feature, e.g. lavapipe): 8x8 outputs per invocation,
@@ -41,6 +42,7 @@ KERNELS = {"blocked": "matmul/matmul_blocked.wgsl", "subgroup": "matmul/matmul_s
 VARIANT_ENV = "WGNN_MATMUL_VARIANT"
 _STAND_IN = np.zeros(4, np.float32)  # bound as the vec4 view of B when B is not read as vec4
 RESIDUAL_SLOT = 35  # params slot of the has-residual flag, in every variant (kernels_wgsl/matmul)
+# then Y's strides: MAX_BATCH_RANK batch axes, M and N
 
 
 class MatMulLayout:
@@ -68,9 +70,11 @@ class MatMulLayout:
         if packed_columns is not None:
             b_strides = contiguous_strides(b_batch + (self.k, packed_columns))
             self.b_sk, self.b_sn = packed_columns, 1
-        out = tuple(step.output_specs[0].shape)
+        out, y_strides = stored_product(step)
         batch = out[:len(out) - (not a_vec) - (not b_vec)]
         self.batch_count = math.prod(batch)
+        self.y_sm = y_strides[len(batch)] if not a_vec else 0
+        self.y_sn = y_strides[-1] if not b_vec else 0
         axes = [batch_strides(batch, a_batch, a_strides[:len(a_batch)]),
                 batch_strides(batch, b_batch, b_strides[:len(b_batch)])]
         self.has_c = len(step.inputs) > 2 and bool(step.inputs[2])
@@ -86,16 +90,30 @@ class MatMulLayout:
             axes.append(list(c_out[:len(batch)]))
         else:
             axes.append([0] * len(batch))
+        axes.append(list(y_strides[:len(batch)]))
         self.batch, self.batch_strides = merge_axes(list(batch), axes)
 
     def params(self) -> list[int]:
         pad = MAX_BATCH_RANK - len(self.batch)
         params = [self.m, self.n, self.k, self.batch_count, 0, 0, 0, 0]
         params += [1] * pad + self.batch
-        for strides in self.batch_strides:
+        for strides in self.batch_strides[:3]:  # A, B, C
             params += [0] * pad + strides
         params += [self.a_sm, self.a_sk, self.b_sk, self.b_sn, self.c_sm, self.c_sn, int(self.has_c)]
         return params
+
+    def store_params(self) -> list[int]:
+        """Slots 36..41: Y's strides over the batch axes, M and N."""
+        return [0] * (MAX_BATCH_RANK - len(self.batch)) + self.batch_strides[3] + [self.y_sm, self.y_sn]
+
+
+def stored_product(step: Step) -> tuple[tuple[int, ...], list[int]]:
+    """The product's shape (Y's before perm_y) and, per product axis, the stride it is stored at."""
+    shape = tuple(step.output_specs[0].shape)
+    strides = contiguous_strides(shape)
+    perm = step.attrs.get("perm_y") or list(range(len(shape)))
+    axis_of = {p: j for j, p in enumerate(perm)}  # product axis p is Y's axis j
+    return tuple(shape[axis_of[i]] for i in range(len(shape))), [strides[axis_of[i]] for i in range(len(shape))]
 
 
 def permuted_operand(step: Step, index: int, key: str) -> tuple[tuple[int, ...], list[int]]:
@@ -227,7 +245,7 @@ class MatMulGpu(GpuExecution):
             params = self._params(layout, TILE)
             blocks = layout.batch_count * params[4] * params[5]
             tensors = [step.inputs[0], step.inputs[1], self._c(layout), self._residual(), step.outputs[0]]
-            self.dispatch(KERNELS[variant], tensors, self._with_residual(params), blocks * 64, text=self._text())
+            self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks * 64, text=self._text())
             return
         values = step.input_values or []
         if len(values) > 1 and values[1] is not None:  # weights: repacked once, read as vec4
@@ -242,7 +260,7 @@ class MatMulGpu(GpuExecution):
         params += [STRIP, int(b_vec == b)]
         blocks = layout.batch_count * params[4] * params[5]
         tensors = [step.inputs[0], b, b_vec, self._c(layout), self._residual(), step.outputs[0]]
-        self.dispatch(KERNELS[variant], tensors, self._with_residual(params), blocks, text=self._text())
+        self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks, text=self._text())
 
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
         """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""
@@ -276,12 +294,13 @@ class MatMulGpu(GpuExecution):
         # As for C: without a residual A stands in, never read (the flag at RESIDUAL_SLOT is 0).
         return self.step.inputs[3] if len(self.step.inputs) > 3 and self.step.inputs[3] else self.step.inputs[0]
 
-    def _with_residual(self, params: list) -> list:
-        """params padded to RESIDUAL_SLOT (the tiled kernel leaves 33, 34 unused), then the flag."""
+    def _tail(self, params: list, layout: MatMulLayout) -> list:
+        """params padded to RESIDUAL_SLOT (the tiled kernel leaves 33, 34 unused), then the flag,
+        then Y's strides."""
         if len(params) > RESIDUAL_SLOT:
             raise RuntimeError(f"MatMul params slot {RESIDUAL_SLOT} (has residual) is taken")
         has_residual = len(self.step.inputs) > 3 and bool(self.step.inputs[3])
-        return params + [0] * (RESIDUAL_SLOT - len(params)) + [int(has_residual)]
+        return params + [0] * (RESIDUAL_SLOT - len(params)) + [int(has_residual)] + layout.store_params()
 
     def _text(self) -> dict[str, str]:
         t = wgsl_type(self.step.output_specs[0].dtype)

@@ -5,7 +5,10 @@
 op() first permutes an operand's axes by perm_a / perm_b when set (the converter folds a Transpose
 that only this MatMul reads into it: the kernels read the untransposed tensor through permuted
 strides), then swaps its last two axes when trans_a / trans_b is set; A and B follow numpy.matmul (1-D
-operands, broadcast batch axes); the optional bias C broadcasts onto Y without enlarging it.
+operands, broadcast batch axes); the optional bias C broadcasts onto the product without enlarging
+it. perm_y, when set, permutes the product's axes before the residual and the activation (the
+converter folds a Transpose of the product into it: the kernels store through permuted strides), so
+Y = activation(transpose(alpha * op(A) @ op(B) + beta * C, perm_y) + R).
 The optional fourth input R is a residual of exactly Y's shape and type (no broadcasting, as
 Conv's), put there by the converter's residual-Add fusion (tools/convert/fusion.py): it is added
 unscaled, after the bias and before the activation.
@@ -30,7 +33,7 @@ def operand_shape(ctx: InferContext, index: int, key: str) -> list[int]:
 
 
 def matmul_shape(ctx: InferContext) -> tuple[tuple[int, ...], int]:
-    """Output shape and the contracted size K."""
+    """The product's shape (before perm_y) and the contracted size K."""
     a, b = operand_shape(ctx, 0, "perm_a"), operand_shape(ctx, 1, "perm_b")
     if not a or not b:
         raise ctx.fail("MatMul operands must have rank >= 1")
@@ -59,6 +62,7 @@ class MatMul(OpDef):
         "trans_b": Attr("int", 0),
         "perm_a": Attr("ints", []),
         "perm_b": Attr("ints", []),
+        "perm_y": Attr("ints", []),
         "alpha": Attr("float", 1.0),
         "beta": Attr("float", 1.0),
         **ACTIVATION_ATTRS,
@@ -68,12 +72,16 @@ class MatMul(OpDef):
         if ctx.dtype(0) != ctx.dtype(1):
             raise ctx.fail(f"operand types differ: {ctx.dtype(0)} and {ctx.dtype(1)}")
         check_activation(ctx)
-        out, _ = matmul_shape(ctx)
+        product, _ = matmul_shape(ctx)
         if ctx.has(2):
             if ctx.dtype(2) != ctx.dtype(0):
                 raise ctx.fail(f"bias type {ctx.dtype(2)} differs from operand type {ctx.dtype(0)}")
-            if broadcast_shapes(ctx, out, ctx.shape(2)) != out:
-                raise ctx.fail(f"bias of shape {ctx.shape(2)} does not broadcast to the output {out}")
+            if broadcast_shapes(ctx, product, ctx.shape(2)) != product:
+                raise ctx.fail(f"bias of shape {ctx.shape(2)} does not broadcast to the product {product}")
+        perm_y = list(ctx.attrs.get("perm_y") or [])
+        if perm_y and sorted(perm_y) != list(range(len(product))):
+            raise ctx.fail(f"perm_y {perm_y} is not a permutation of the product's {len(product)} axes")
+        out = permuted(product, perm_y)
         # The kernels add the residual element by element at the output's own index.
         if ctx.has(3) and (tuple(ctx.shape(3)) != out or ctx.dtype(3) != ctx.dtype(0)):
             raise ctx.fail(f"residual must be {ctx.dtype(0)} of the output's shape {list(out)}, got "

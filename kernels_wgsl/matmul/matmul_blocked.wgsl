@@ -13,7 +13,8 @@
 // 31 activation alpha, 32 activation beta, 33 strip width (blocks), 34 B as vec4 (column stride 1,
 // k and batch strides multiples of 4: binding 2 views B as vec4; otherwise a 16-byte stand-in),
 // 35 has the residual R (binding 4; of Y's shape, so read at Y's index; without it A is bound in
-// its place and never read).
+// its place and never read), 36..39 Y batch strides, 40 Y row stride, 41 Y column stride (Y is
+// contiguous unless the op's perm_y permutes the product's axes).
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> bv: array<vec4<{{T}}>>;
@@ -43,8 +44,8 @@ fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += {{READ}}(7u) * c[co + m * p(28u) + n * p(29u)];
         }
-        let o = out_base + m * n_size + n;
-        if (p(35u) != 0) {  // the residual has Y's contiguous shape: Y's own index
+        let o = out_base + m * p(40u) + n * p(41u);
+        if (p(35u) != 0) {  // the residual has Y's shape: read where Y goes
             v += res[o];
         }
         y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
@@ -114,10 +115,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let m0 = i32(mn.x) * 8;
     let n0 = i32(mn.y) * 8;
     var rest = id / per_batch;
-    let batch = rest;
     var ao = 0;
     var bo = 0;
     var co = 0;
+    var yo = 0;
     for (var d = 3; d >= 0; d--) {
         let size = pu(8u + u32(d));
         let coord = i32(rest % size);
@@ -125,6 +126,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         ao += coord * p(12u + u32(d));
         bo += coord * p(16u + u32(d));
         co += coord * p(20u + u32(d));
+        yo += coord * p(36u + u32(d));
     }
     let ask = p(25u);
     let bsk = p(26u);
@@ -147,7 +149,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             fma8(&acc, load8_a(ar0, ar1, k * ask), load8_b(bc0, bc1, k * bsk));
         }
     }
-    let out_base = i32(batch) * m_size * n_size;
+    let out_base = yo;
     store4(m0, n0, acc[0], out_base, co);
     store4(m0, n0 + 4, acc[1], out_base, co);
     store4(m0 + 1, n0, acc[2], out_base, co);

@@ -2,8 +2,8 @@
 // of 64 invocations (WG must be 64) computes a 32x32 tile of Y, 4x4 outputs per invocation,
 // staging 32x16 slices of A and B in workgroup memory (zero outside M, N, K) so each element is
 // read from the buffer once per tile instead of once per output.
-// params: as matmul_blocked.wgsl (slots 0..32 and 35, the residual R; 33, 34 unused); 4, 5 count
-// 32-wide tiles.
+// params: as matmul_blocked.wgsl (slots 0..32, 35, the residual R, and 36..41, Y's strides; 33, 34
+// unused); 4, 5 count 32-wide tiles.
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
@@ -38,8 +38,8 @@ fn store_row(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += beta * c[co + m * p(28u) + n * p(29u)];
         }
-        let o = out_base + m * n_size + n;
-        if (p(35u) != 0) {  // the residual has Y's contiguous shape: Y's own index
+        let o = out_base + m * p(40u) + n * p(41u);
+        if (p(35u) != 0) {  // the residual has Y's shape: read where Y goes
             v += res[o];
         }
         y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
@@ -61,10 +61,10 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     let tm0 = i32((group / tiles_n) % tiles_m) * 32;
     let tn0 = i32(group % tiles_n) * 32;
     var rest = group / (tiles_n * tiles_m);
-    let batch = rest;
     var ao = 0;
     var bo = 0;
     var co = 0;
+    var yo = 0;
     for (var d = 3; d >= 0; d--) {
         let size = pu(8u + u32(d));
         let coord = i32(rest % size);
@@ -72,6 +72,7 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
         ao += coord * p(12u + u32(d));
         bo += coord * p(16u + u32(d));
         co += coord * p(20u + u32(d));
+        yo += coord * p(36u + u32(d));
     }
     let l = i32(local);
     let tr = l / 8;  // this invocation's rows: 4tr..4tr+3 of the tile
@@ -110,7 +111,7 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
         }
         workgroupBarrier();
     }
-    let out_base = i32(batch) * m_size * n_size;
+    let out_base = yo;
     let m0 = tm0 + tr * 4;
     let n0 = tn0 + tc * 4;
     store_row(m0, n0, acc0, out_base, co);

@@ -182,11 +182,17 @@ PERMUTED = [  # (A's shape as stored, perm_a, B's shape as stored, perm_b)
 ]
 
 
+# perm_y per PERMUTED case: the product's axes as stored (a Transpose of the product folded in)
+PERM_Y = {"scores": [0, 2, 1, 3], "batch_last": [2, 0, 1], "2d": [1, 0]}
+
+
+@pytest.mark.parametrize("permuted_y", [False, True], ids=["y", "y_permuted"])
 @pytest.mark.parametrize("constant_b", [False, True], ids=["runtime_b", "constant_b"])
-@pytest.mark.parametrize("a, perm_a, b, perm_b", PERMUTED, ids=["scores", "batch_last", "2d"])
-def test_permuted_operands(variant, a, perm_a, b, perm_b, constant_b):
+@pytest.mark.parametrize("case, a, perm_a, b, perm_b", [(k, *c) for k, c in zip(PERM_Y, PERMUTED)], ids=list(PERM_Y))
+def test_permuted_operands(variant, case, a, perm_a, b, perm_b, constant_b, permuted_y):
     """perm_a / perm_b (a Transpose the converter folded in): the operands are read through permuted
-    strides; a constant B is permuted before it is repacked."""
+    strides; a constant B is permuted before it is repacked. perm_y: the product is stored through
+    permuted strides."""
     trans_b = int(len(b) == 2 and bool(perm_b))
     x, w = r(*a), r(*b)
     inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
@@ -196,9 +202,37 @@ def test_permuted_operands(variant, a, perm_a, b, perm_b, constant_b):
                               [numpy_helper.from_array(w, "w")] if constant_b else [])
     model = wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     (node,) = model.graph.nodes
-    node.attrs.update(perm_a=perm_a, perm_b=perm_b, trans_b=trans_b)
+    perm_y = PERM_Y[case] if permuted_y else []
+    node.attrs.update(perm_a=perm_a, perm_b=perm_b, trans_b=trans_b, perm_y=perm_y)
     bt = np.transpose(w, perm_b) if perm_b else w
     want = np.matmul(np.transpose(x, perm_a), np.swapaxes(bt, -1, -2) if trans_b else bt)
+    want = np.transpose(want, perm_y) if perm_y else want
     feeds = {"x": x} if constant_b else {"x": x, "w": w}
+    for backend in ["numpy", *GPUS]:
+        np.testing.assert_allclose(session_for(model, backend).run(None, feeds)[0], want, **TOL, err_msg=backend)
+
+
+@pytest.mark.parametrize("a, b, c, perm_y", [
+    ((2, 3, 5, 4), (4, 6), (6,), [0, 2, 1, 3]),  # attention's context: heads merged back
+    ((3, 9, 4), (3, 4, 10), (3, 1, 10), [2, 0, 1]),  # N becomes the first axis; a batched bias
+    ((9, 4), (4, 11), (9, 1), [1, 0]),  # a stored transpose; a bias per row
+])
+def test_permuted_output_with_bias_residual_activation(variant, a, b, c, perm_y):
+    """With perm_y the bias broadcasts over the product (before the permutation) and the residual
+    has the stored shape (it is added after it), then the activation."""
+    x, w, bias = r(*a), r(*b), r(*c)
+    product = np.matmul(x, w) + bias
+    y_shape = np.transpose(product, perm_y).shape
+    res = r(*y_shape)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+              for n, v in (("x", x), ("w", w), ("c", bias), ("res", res))]
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    (node,) = model.graph.nodes
+    node.inputs = ["x", "w", "c", "res"]
+    node.attrs.update(perm_y=perm_y, activation="relu")
+    want = np.maximum(np.transpose(product, perm_y) + res, 0)
+    feeds = {"x": x, "w": w, "c": bias, "res": res}
     for backend in ["numpy", *GPUS]:
         np.testing.assert_allclose(session_for(model, backend).run(None, feeds)[0], want, **TOL, err_msg=backend)

@@ -229,8 +229,69 @@ def test_a_perm_that_is_no_permutation_is_refused():
         wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"a": r(2, 3), "b": r(3, 4)})
 
 
-def test_zoo_bert_reads_q_k_v_through_strides():
+def test_zoo_bert_reads_and_writes_heads_through_strides():
     graph = wgnn.convert(zoo.build("bert")).graph
     folded = [n for n in graph.nodes if n.op_type == "MatMul" and (n.attrs.get("perm_a") or n.attrs.get("perm_b"))]
     assert len(folded) == 4  # per layer: scores (Q and K) and context (V)
-    assert sum(n.op_type == "Transpose" for n in graph.nodes) == 2  # the context's, one per layer
+    stored = [n for n in graph.nodes if n.op_type == "MatMul" and n.attrs.get("perm_y")]
+    assert [n.attrs["perm_y"] for n in stored] == [[0, 2, 1, 3]] * 2  # the context, one per layer
+    assert not any(n.op_type == "Transpose" for n in graph.nodes)
+
+
+# ------------------------------------------------------------------ Transpose of the product -> perm_y
+def test_context_transpose_folds_into_the_store():
+    """Attention's merge heads: the context product's Transpose (0, 2, 1, 3), then Reshape and the
+    output projection (with its bias). The Transpose becomes the context MatMul's perm_y."""
+    b, s, heads, d = 2, 5, 3, 4
+    nodes = [helper.make_node("MatMul", ["probs", "v"], ["context"]),
+             helper.make_node("Transpose", ["context"], ["merged"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["merged", "shape"], ["flat"]),
+             helper.make_node("MatMul", ["flat", "wo"], ["projected"]),
+             helper.make_node("Add", ["projected", "bo"], ["y"])]
+    model = build(nodes, {"probs": [b, heads, s, s], "v": [b, heads, s, d]}, ["y"],
+                  {"wo": r(heads * d, 7), "bo": r(7)})
+    model.graph.initializer.append(numpy_helper.from_array(np.array([b, s, heads * d], np.int64), "shape"))
+    graph = check(model, {"probs": r(b, heads, s, s), "v": r(b, heads, s, d)}, ["MatMul", "Reshape", "MatMul"])
+    context = graph.nodes[0]
+    assert context.outputs == ["merged"] and context.attrs["perm_y"] == [0, 2, 1, 3]
+
+
+@pytest.mark.parametrize("perm, a_shape, b_shape, bias", [
+    ([2, 0, 1], [3, 4, 5], [5, 6], [6]),  # N first, a bias folded into C before: it broadcasts over the product
+    ([1, 0], [7, 5], [5, 9], [7, 1]),  # a stored transpose (Gemm's bias per row)
+    ([0, 2, 1, 3], [2, 3, 4, 5], [3, 5, 4], None),  # B broadcast over the first batch axis
+])
+def test_transposes_of_the_product_fold(perm, a_shape, b_shape, bias):
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["p"])]
+    if bias is not None:
+        nodes.append(helper.make_node("Add", ["p", "c"], ["pc"]))
+    nodes.append(helper.make_node("Transpose", ["pc" if bias is not None else "p"], ["y"], perm=perm))
+    model = build(nodes, {"a": a_shape, "b": b_shape}, ["y"], {"c": r(*bias)} if bias is not None else {})
+    graph = check(model, {"a": r(*a_shape), "b": r(*b_shape)}, ["MatMul"])
+    assert graph.nodes[0].attrs["perm_y"] == perm and graph.nodes[0].outputs == ["y"]
+
+
+def test_product_transposes_that_cannot_fold_stay():
+    """A product another node reads too, a product that is a graph output, and a MatMul with a fused
+    residual (added before the Transpose, of the product's shape) keep their Transpose."""
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["p1"]), helper.make_node("Relu", ["p1"], ["z"]),
+             helper.make_node("Transpose", ["p1"], ["y1"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["a", "b"], ["p2"]),
+             helper.make_node("Transpose", ["p2"], ["y2"], perm=[0, 2, 1]),
+             # a constant B and its bias make C; the second Add becomes the residual
+             helper.make_node("MatMul", ["a", "w"], ["p3"]), helper.make_node("Add", ["p3", "bias"], ["p3b"]),
+             helper.make_node("Add", ["p3b", "res"], ["p3r"]),
+             helper.make_node("Transpose", ["p3r"], ["y3"], perm=[0, 2, 1])]
+    feeds = {"a": r(2, 3, 4), "b": r(2, 4, 5), "res": r(2, 3, 5)}
+    graph = check(build(nodes, {"a": [2, 3, 4], "b": [2, 4, 5], "res": [2, 3, 5]}, ["y1", "z", "y2", "p2", "y3"],
+                        {"w": r(4, 5), "bias": r(5)}),
+                  feeds, ["MatMul", "Unary", "Transpose", "MatMul", "Transpose", "MatMul", "Transpose"])
+    assert not any(n.attrs.get("perm_y") for n in graph.nodes)
+    assert graph.nodes[5].inputs[2:] == ["bias", "res"]  # the bias as C, the second Add as the residual
+
+
+def test_a_perm_y_that_is_no_permutation_is_refused():
+    model = wgnn.convert(build([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": [2, 3], "b": [3, 4]}, ["y"], {}))
+    model.graph.nodes[0].attrs["perm_y"] = [1, 0, 2]
+    with pytest.raises(wgnn.ShapeError, match=r"perm_y \[1, 0, 2\] is not a permutation of the product's 2 axes"):
+        wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"a": r(2, 3), "b": r(3, 4)})

@@ -187,7 +187,10 @@ def fold_transpose_into_matmul(graph: Graph) -> None:
     perm_b: the kernels read X through permuted strides, and the copy (a dispatch on the GPU)
     disappears. Attention's split-heads transposes of Q, K and V are the common case. An explicit
     perm only (the default one depends on the rank), and X no constant (constant folding has
-    transposed those already)."""
+    transposed those already).
+    Likewise a Transpose that is the only reader of a MatMul's product becomes its perm_y (the
+    kernels store through permuted strides): attention's merge-heads transpose of the context.
+    Not on a MatMul with a fused residual, which is added to the product before the Transpose."""
     from .fusion import _Rewriter  # fusion.py lists this pass: imported when it runs
     from .quant import _subgraph_reads
 
@@ -206,4 +209,14 @@ def fold_transpose_into_matmul(graph: Graph) -> None:
             node.attrs[key] = [int(p) for p in transpose.attrs["perm"]]
             rw.removed.add(id(transpose))
             graph.value_info.pop(name, None)
+        product = node.outputs[0]
+        readers = rw.consumers.get(product, [])
+        transpose = readers[0] if len(readers) == 1 else None
+        if (transpose is None or transpose.op_type != "Transpose" or not transpose.attrs.get("perm")
+                or node.attrs.get("perm_y") or (len(node.inputs) > 3 and node.inputs[3]) or product in hidden
+                or not rw.sole_reader(product, transpose)):
+            continue
+        node.attrs["perm_y"] = [int(p) for p in transpose.attrs["perm"]]
+        rw.absorb(node, transpose)
+        graph.value_info.pop(product, None)
     rw.finish("fold_transpose_into_matmul")
