@@ -1,5 +1,5 @@
 """MatMul family on numpy: numpy.matmul (BLAS), then alpha, bias, the output permutation perm_y,
-the fused residual and the fused activation.
+the fused residual and the fused activation; split_y parts are views of the product.
 
 alpha, the bias and the residual are applied in place on matmul's fresh result (shape inference
 guarantees the bias broadcasts onto Y without enlarging it and the residual has Y's shape), which
@@ -40,4 +40,8 @@ def matmul(ex, a, b, c=None, r=None):
     if attrs["activation"]:
         with np.errstate(all="ignore"):
             y = apply_unary(attrs["activation"], y, attrs["activation_alpha"], attrs["activation_beta"])
+    split = attrs.get("split_y", 1)
+    if split > 1:  # views (run() copies them into the outputs); slicing, as np.split costs ~8 us
+        width = y.shape[-1] // split
+        return tuple(y[..., i * width:(i + 1) * width] for i in range(split))
     return y

@@ -4,7 +4,9 @@ Everything shape-dependent becomes strides in the params block: transposes swap 
 strides, a 1-D operand is a matrix with one row (A) or one column (B) of stride 0, broadcast
 batch axes have stride 0, and the bias C gets its broadcast strides over (batch..., M, N). Y is
 stored through strides too (slots 36..41: batch axes, then M and N), contiguous unless perm_y
-permutes the product's axes. The fused residual R (input 3) has Y's shape, so R is read at the
+permutes the product's axes. With split_y the product's columns go to that many outputs (slot 42,
+a part's width; at most MAX_SPLIT, bound as y, y1, y2; unused ones bind Y again), each stored
+with the same strides. The fused residual R (input 3) has Y's shape, so R is read at the
 index Y is stored at and needs no strides; without R, A is bound in its place and a flag says so.
 
 Three kernel variants, chosen per adapter (WGNN_MATMUL_VARIANT overrides, for benchmarks/tests):
@@ -42,7 +44,8 @@ KERNELS = {"blocked": "matmul/matmul_blocked.wgsl", "subgroup": "matmul/matmul_s
 VARIANT_ENV = "WGNN_MATMUL_VARIANT"
 _STAND_IN = np.zeros(4, np.float32)  # bound as the vec4 view of B when B is not read as vec4
 RESIDUAL_SLOT = 35  # params slot of the has-residual flag, in every variant (kernels_wgsl/matmul)
-# then Y's strides: MAX_BATCH_RANK batch axes, M and N
+# then Y's strides: MAX_BATCH_RANK batch axes, M and N; then a split part's width
+MAX_SPLIT = 3  # outputs of a split product (attention's Q, K, V)
 
 
 class MatMulLayout:
@@ -75,6 +78,7 @@ class MatMulLayout:
         self.batch_count = math.prod(batch)
         self.y_sm = y_strides[len(batch)] if not a_vec else 0
         self.y_sn = y_strides[-1] if not b_vec else 0
+        self.part_width = self.n // step.attrs.get("split_y", 1)
         axes = [batch_strides(batch, a_batch, a_strides[:len(a_batch)]),
                 batch_strides(batch, b_batch, b_strides[:len(b_batch)])]
         self.has_c = len(step.inputs) > 2 and bool(step.inputs[2])
@@ -103,14 +107,19 @@ class MatMulLayout:
         return params
 
     def store_params(self) -> list[int]:
-        """Slots 36..41: Y's strides over the batch axes, M and N."""
-        return [0] * (MAX_BATCH_RANK - len(self.batch)) + self.batch_strides[3] + [self.y_sm, self.y_sn]
+        """Slots 36..42: Y's strides over the batch axes, M and N, and a split part's width."""
+        return [0] * (MAX_BATCH_RANK - len(self.batch)) + self.batch_strides[3] + [self.y_sm, self.y_sn,
+                                                                                  self.part_width]
 
 
 def stored_product(step: Step) -> tuple[tuple[int, ...], list[int]]:
-    """The product's shape (Y's before perm_y) and, per product axis, the stride it is stored at."""
+    """The product's shape (Y's before perm_y, or the split_y outputs side by side) and, per product
+    axis, the stride it is stored at (in an output)."""
     shape = tuple(step.output_specs[0].shape)
     strides = contiguous_strides(shape)
+    split = step.attrs.get("split_y", 1)
+    if split > 1:
+        return (*shape[:-1], shape[-1] * split), strides
     perm = step.attrs.get("perm_y") or list(range(len(shape)))
     axis_of = {p: j for j, p in enumerate(perm)}  # product axis p is Y's axis j
     return tuple(shape[axis_of[i]] for i in range(len(shape))), [strides[axis_of[i]] for i in range(len(shape))]
@@ -226,6 +235,8 @@ class MatMulGpu(GpuExecution):
         layout = MatMulLayout(step)
         if len(layout.batch) > MAX_BATCH_RANK:
             return f"{len(layout.batch)} batch axes that do not merge (the kernel takes {MAX_BATCH_RANK})"
+        if step.attrs.get("split_y", 1) > MAX_SPLIT:
+            return f"a product split into {step.attrs['split_y']} outputs (the kernels store at most {MAX_SPLIT})"
         return None
 
     @classmethod
@@ -244,7 +255,7 @@ class MatMulGpu(GpuExecution):
             layout = MatMulLayout(step)
             params = self._params(layout, TILE)
             blocks = layout.batch_count * params[4] * params[5]
-            tensors = [step.inputs[0], step.inputs[1], self._c(layout), self._residual(), step.outputs[0]]
+            tensors = [step.inputs[0], step.inputs[1], self._c(layout), self._residual(), *self._outputs()]
             self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks * 64, text=self._text())
             return
         values = step.input_values or []
@@ -259,7 +270,7 @@ class MatMulGpu(GpuExecution):
         params = self._params(layout, BLOCK)
         params += [STRIP, int(b_vec == b)]
         blocks = layout.batch_count * params[4] * params[5]
-        tensors = [step.inputs[0], b, b_vec, self._c(layout), self._residual(), step.outputs[0]]
+        tensors = [step.inputs[0], b, b_vec, self._c(layout), self._residual(), *self._outputs()]
         self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks, text=self._text())
 
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
@@ -286,6 +297,11 @@ class MatMulGpu(GpuExecution):
         params[4:6] = [-(-layout.m // block), -(-layout.n // block)]
         return params
 
+    def _outputs(self) -> list[str]:
+        """y, y1, y2: the split outputs, Y again where there are fewer."""
+        outputs = list(self.step.outputs)
+        return outputs + [outputs[0]] * (MAX_SPLIT - len(outputs))
+
     def _c(self, layout: MatMulLayout) -> str:
         # Without C the kernel never reads its binding; A stands in so the layout stays the same.
         return self.step.inputs[2] if layout.has_c else self.step.inputs[0]
@@ -304,4 +320,5 @@ class MatMulGpu(GpuExecution):
 
     def _text(self) -> dict[str, str]:
         t = wgsl_type(self.step.output_specs[0].dtype)
-        return {"T": t, "READ": "pf" if t == "f32" else "p", "ACT": activation_expression(self.step)}
+        return {"T": t, "READ": "pf" if t == "f32" else "p", "ACT": activation_expression(self.step),
+                "SPLIT": str(self.step.attrs.get("split_y", 1))}

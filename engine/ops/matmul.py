@@ -9,6 +9,9 @@ operands, broadcast batch axes); the optional bias C broadcasts onto the product
 it. perm_y, when set, permutes the product's axes before the residual and the activation (the
 converter folds a Transpose of the product into it: the kernels store through permuted strides), so
 Y = activation(transpose(alpha * op(A) @ op(B) + beta * C, perm_y) + R).
+split_y > 1 splits the product's last axis (N) into that many equal parts, one output each (the
+converter merges sibling MatMuls that read the same A into one product: attention's Q, K and V
+projections); it takes no perm_y and no residual.
 The optional fourth input R is a residual of exactly Y's shape and type (no broadcasting, as
 Conv's), put there by the converter's residual-Add fusion (tools/convert/fusion.py): it is added
 unscaled, after the bias and before the activation.
@@ -63,6 +66,7 @@ class MatMul(OpDef):
         "perm_a": Attr("ints", []),
         "perm_b": Attr("ints", []),
         "perm_y": Attr("ints", []),
+        "split_y": Attr("int", 1),
         "alpha": Attr("float", 1.0),
         "beta": Attr("float", 1.0),
         **ACTIVATION_ATTRS,
@@ -82,6 +86,14 @@ class MatMul(OpDef):
         if perm_y and sorted(perm_y) != list(range(len(product))):
             raise ctx.fail(f"perm_y {perm_y} is not a permutation of the product's {len(product)} axes")
         out = permuted(product, perm_y)
+        split = ctx.attrs.get("split_y", 1)  # GlobalPoolMatMul infers through this without it
+        if split != 1:
+            if split < 1 or perm_y or ctx.has(3) or len(operand_shape(ctx, 1, "perm_b")) == 1:
+                raise ctx.fail(f"split_y {split}: the product's last axis splits into 1 or more parts, "
+                               "without perm_y, a residual or a 1-D B")
+            if product[-1] % split:
+                raise ctx.fail(f"split_y {split} does not divide the product's {product[-1]} columns")
+            return [TensorSpec((*product[:-1], product[-1] // split), ctx.dtype(0))] * split
         # The kernels add the residual element by element at the output's own index.
         if ctx.has(3) and (tuple(ctx.shape(3)) != out or ctx.dtype(3) != ctx.dtype(0)):
             raise ctx.fail(f"residual must be {ctx.dtype(0)} of the output's shape {list(out)}, got "
@@ -90,4 +102,5 @@ class MatMul(OpDef):
 
     def flops(self, ctx, outputs) -> int:
         _, k = matmul_shape(ctx)
-        return 2 * outputs[0].size * k + (outputs[0].size if ctx.has(3) else 0)
+        size = sum(o.size for o in outputs)
+        return 2 * size * k + (size if ctx.has(3) else 0)

@@ -7,14 +7,18 @@
 // (the strip order gives that, except in a narrow last strip or where a batch starts mid-group);
 // each subgroup checks this and otherwise loads as matmul_blocked.wgsl does, so any subgroup size
 // or lane order gives correct results.
-// params: as matmul_blocked.wgsl (slots 0..41).
+// params: as matmul_blocked.wgsl (slots 0..42).
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> bv: array<vec4<{{T}}>>;
 @group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> res: array<{{T}}>;
 @group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(6) var<uniform> params: Params;
+@group(0) @binding(6) var<storage, read_write> y1: array<{{T}}>;
+@group(0) @binding(7) var<storage, read_write> y2: array<{{T}}>;
+@group(0) @binding(8) var<uniform> params: Params;
+// Outputs of a split product (split_y; 1: Y alone, y1 and y2 are Y again).
+const SPLIT = {{SPLIT}};
 override WG: u32 = 64u;
 
 fn act(v: {{T}}, alpha: {{T}}, beta: {{T}}) -> {{T}} {
@@ -37,11 +41,19 @@ fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += {{READ}}(7u) * c[co + m * p(28u) + n * p(29u)];
         }
-        let o = out_base + m * p(40u) + n * p(41u);
+        let part = select(0, n / p(42u), SPLIT > 1);  // which output: the division only when split
+        let o = out_base + m * p(40u) + (n - part * p(42u)) * p(41u);
         if (p(35u) != 0) {  // the residual has Y's shape: read where Y goes
             v += res[o];
         }
-        y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
+        let value = act(v, {{READ}}(31u), {{READ}}(32u));
+        if (part == 0) {
+            y[o] = value;
+        } else if (part == 1) {
+            y1[o] = value;
+        } else {
+            y2[o] = value;
+        }
     }
 }
 

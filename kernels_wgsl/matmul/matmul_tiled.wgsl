@@ -2,14 +2,18 @@
 // of 64 invocations (WG must be 64) computes a 32x32 tile of Y, 4x4 outputs per invocation,
 // staging 32x16 slices of A and B in workgroup memory (zero outside M, N, K) so each element is
 // read from the buffer once per tile instead of once per output.
-// params: as matmul_blocked.wgsl (slots 0..32, 35, the residual R, and 36..41, Y's strides; 33, 34
-// unused); 4, 5 count 32-wide tiles.
+// params: as matmul_blocked.wgsl (slots 0..32, 35, the residual R, and 36..42, Y's strides and
+// a split part's width; 33, 34 unused); 4, 5 count 32-wide tiles.
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> res: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(5) var<uniform> params: Params;
+@group(0) @binding(5) var<storage, read_write> y1: array<{{T}}>;
+@group(0) @binding(6) var<storage, read_write> y2: array<{{T}}>;
+@group(0) @binding(7) var<uniform> params: Params;
+// Outputs of a split product (split_y; 1: Y alone, y1 and y2 are Y again).
+const SPLIT = {{SPLIT}};
 override WG: u32 = 64u;
 
 const KT = 16;
@@ -38,11 +42,19 @@ fn store_row(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
         if (p(30u) != 0) {
             v += beta * c[co + m * p(28u) + n * p(29u)];
         }
-        let o = out_base + m * p(40u) + n * p(41u);
+        let part = select(0, n / p(42u), SPLIT > 1);  // which output: the division only when split
+        let o = out_base + m * p(40u) + (n - part * p(42u)) * p(41u);
         if (p(35u) != 0) {  // the residual has Y's shape: read where Y goes
             v += res[o];
         }
-        y[o] = act(v, {{READ}}(31u), {{READ}}(32u));
+        let value = act(v, {{READ}}(31u), {{READ}}(32u));
+        if (part == 0) {
+            y[o] = value;
+        } else if (part == 1) {
+            y1[o] = value;
+        } else {
+            y2[o] = value;
+        }
     }
 }
 

@@ -236,3 +236,38 @@ def test_permuted_output_with_bias_residual_activation(variant, a, b, c, perm_y)
     feeds = {"x": x, "w": w, "c": bias, "res": res}
     for backend in ["numpy", *GPUS]:
         np.testing.assert_allclose(session_for(model, backend).run(None, feeds)[0], want, **TOL, err_msg=backend)
+
+
+@pytest.mark.parametrize("a, b, split, bias, constant_b", [
+    ((2, 5, 7), (7, 15), 3, (15,), True),  # Q, K, V of width 5: parts not a multiple of the 8-column blocks
+    ((3, 1, 6, 5), (2, 5, 12), 2, None, False),  # broadcast batch axes, run-time B
+    ((9, 4), (4, 48), 3, (1,), True),  # a bias that broadcasts over every part
+])
+def test_split_product(variant, a, b, split, bias, constant_b):
+    """split_y: the product's columns go to `split` outputs, after the bias and the activation."""
+    x, w = r(*a), r(*b)
+    c = r(*bias) if bias is not None else None
+    names = ["x", "w"] + (["c"] if c is not None else [])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(a))]
+    if not constant_b:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(b)))
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")] if constant_b else [])
+    model = wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    if c is not None:
+        model.graph.initializers["c"] = c
+    (node,) = model.graph.nodes
+    outputs = [f"y{i}" for i in range(split)]
+    node.inputs, node.outputs = names, outputs
+    node.attrs.update(split_y=split, activation="leaky_relu", activation_alpha=0.25)
+    model.graph.outputs = [type(model.graph.outputs[0])(name=o, dtype="float32", shape=None) for o in outputs]
+    product = np.matmul(x, w) + (c if c is not None else 0)
+    product = np.where(product > 0, product, 0.25 * product)
+    want = np.split(product, split, axis=-1)
+    feeds = {"x": x} if constant_b else {"x": x, "w": w}
+    for backend in ["numpy", *GPUS]:
+        got = session_for(model, backend).run(None, feeds)
+        assert len(got) == split
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, **TOL, err_msg=backend)

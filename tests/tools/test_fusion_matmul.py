@@ -231,6 +231,7 @@ def test_a_perm_that_is_no_permutation_is_refused():
 
 def test_zoo_bert_reads_and_writes_heads_through_strides():
     graph = wgnn.convert(zoo.build("bert")).graph
+    assert [n.attrs.get("split_y") for n in graph.nodes if n.op_type == "MatMul" and n.attrs.get("split_y")] == [3, 3]
     folded = [n for n in graph.nodes if n.op_type == "MatMul" and (n.attrs.get("perm_a") or n.attrs.get("perm_b"))]
     assert len(folded) == 4  # per layer: scores (Q and K) and context (V)
     stored = [n for n in graph.nodes if n.op_type == "MatMul" and n.attrs.get("perm_y")]
@@ -294,4 +295,53 @@ def test_a_perm_y_that_is_no_permutation_is_refused():
     model = wgnn.convert(build([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": [2, 3], "b": [3, 4]}, ["y"], {}))
     model.graph.nodes[0].attrs["perm_y"] = [1, 0, 2]
     with pytest.raises(wgnn.ShapeError, match=r"perm_y \[1, 0, 2\] is not a permutation of the product's 2 axes"):
+        wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"a": r(2, 3), "b": r(3, 4)})
+
+
+# ------------------------------------------------------------- sibling MatMuls -> one split product
+def test_q_k_v_projections_merge_into_one_product():
+    """Three Gemm-style projections of one input (one with beta 0.5, one without a bias) become one
+    MatMul whose product splits into the three outputs; a MatMul with its bias Add and a plain one
+    merge too, their outputs read by later nodes as before."""
+    nodes = [helper.make_node("Gemm", ["x", "wq", "bq"], ["q"]),
+             helper.make_node("Gemm", ["x", "wk", "bk"], ["k"], beta=0.5),
+             helper.make_node("Gemm", ["x", "wv"], ["v"])]
+    model = build(nodes, {"x": [6, 8]}, ["q", "k", "v"], {"wq": r(8, 5), "bq": r(5), "wk": r(8, 5), "bk": r(5),
+                                                          "wv": r(8, 5)})
+    graph = check(model, {"x": r(6, 8)}, ["MatMul"])
+    assert graph.nodes[0].attrs["split_y"] == 3 and graph.nodes[0].outputs == ["q", "k", "v"]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q0"]), helper.make_node("Add", ["q0", "bq"], ["q"]),
+             helper.make_node("MatMul", ["x", "wv"], ["v"]),
+             helper.make_node("Softmax", ["q"], ["sq"], axis=-1), helper.make_node("Softmax", ["v"], ["sv"], axis=-1)]
+    model = build(nodes, {"x": [2, 6, 8]}, ["sq", "sv"], {"wq": r(8, 5), "bq": r(5), "wv": r(8, 5)})
+    graph = check(model, {"x": r(2, 6, 8)}, ["MatMul", "Softmax", "Softmax"])
+    assert graph.nodes[0].attrs["split_y"] == 2 and graph.nodes[0].outputs == ["q", "v"]
+
+
+def test_transposed_weights_merge_along_their_rows():
+    nodes = [helper.make_node("Gemm", ["x", f"w{i}", f"b{i}"], [f"y{i}"], transB=1) for i in range(2)]
+    model = build(nodes, {"x": [3, 7]}, ["y0", "y1"], {"w0": r(4, 7), "b0": r(4), "w1": r(4, 7), "b1": r(4)})
+    graph = check(model, {"x": r(3, 7)}, ["MatMul"])
+    assert graph.nodes[0].attrs["trans_b"] == 1 and graph.initializers[graph.nodes[0].inputs[1]].shape == (8, 7)
+
+
+def test_siblings_merge_three_at_a_time_and_only_alike():
+    """Five alike siblings: a product of three and one of two. Different weight shapes, a different
+    activation or a different A stay apart."""
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"]) for i in range(5)]
+    nodes += [helper.make_node("MatMul", ["x", "wide"], ["y5"]),
+              helper.make_node("MatMul", ["x", "w6"], ["p6"]), helper.make_node("Relu", ["p6"], ["y6"]),
+              helper.make_node("MatMul", ["z", "w7"], ["y7"])]
+    outputs = [f"y{i}" for i in range(8)]
+    inits = {f"w{i}": r(4, 3) for i in (0, 1, 2, 3, 4, 6, 7)} | {"wide": r(4, 6)}
+    graph = check(build(nodes, {"x": [2, 4], "z": [2, 4]}, outputs, inits), {"x": r(2, 4), "z": r(2, 4)},
+                  ["MatMul"] * 5)
+    assert [n.attrs.get("split_y", 1) for n in graph.nodes] == [3, 2, 1, 1, 1]
+    assert graph.nodes[3].attrs["activation"] == "relu"
+
+
+def test_a_split_that_does_not_divide_is_refused():
+    model = wgnn.convert(build([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": [2, 3], "b": [3, 4]}, ["y"], {}))
+    model.graph.nodes[0].attrs["split_y"] = 3
+    with pytest.raises(wgnn.ShapeError, match="split_y 3 does not divide the product's 4 columns"):
         wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"a": r(2, 3), "b": r(3, 4)})

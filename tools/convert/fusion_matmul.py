@@ -220,3 +220,65 @@ def fold_transpose_into_matmul(graph: Graph) -> None:
         rw.absorb(node, transpose)
         graph.value_info.pop(product, None)
     rw.finish("fold_transpose_into_matmul")
+
+
+SIBLINGS_PER_PRODUCT = 3  # outputs of one split product (the GPU kernels store at most 3)
+
+
+def merge_sibling_matmuls(graph: Graph) -> None:
+    """MatMuls that read the same A the same way (perm_a, trans_a, alpha, activation) with constant
+    2-D Bs of one shape and constant (N,) biases or none become one MatMul whose product's columns
+    split into their outputs (split_y): B and the biases concatenated along N, each bias scaled by
+    its beta (a missing one zeros). Attention's Q, K and V projections are the common case: one
+    dispatch instead of three on the GPU, and one wider product. At most SIBLINGS_PER_PRODUCT per
+    product; not with perm_b, perm_y, a split already or a residual. The product takes the first
+    sibling's place in the node order (A and the constants are there already)."""
+    from ...engine.ops.base import get_op
+    from .fusion import _Rewriter  # fusion.py lists this pass: imported when it runs
+
+    rw = _Rewriter(graph)
+    groups: dict[tuple, list[Node]] = {}
+    for node in graph.nodes:
+        if node.op_type != "MatMul":
+            continue
+        attrs = get_op("MatMul").resolve_attrs(node)
+        b = graph.initializers.get(node.input(1))
+        if (b is None or b.ndim != 2 or attrs["perm_b"] or attrs["perm_y"] or attrs["split_y"] != 1
+                or node.input(3)):
+            continue
+        columns = b.shape[0] if attrs["trans_b"] else b.shape[1]
+        bias = graph.initializers.get(node.input(2)) if node.input(2) else np.zeros(columns, b.dtype)
+        if bias is None or bias.shape != (columns,) or bias.dtype != b.dtype:
+            continue
+        key = (node.input(0), tuple(attrs["perm_a"]), attrs["trans_a"], attrs["trans_b"], attrs["alpha"],
+               attrs["activation"], attrs["activation_alpha"], attrs["activation_beta"], b.shape, b.dtype.str)
+        groups.setdefault(key, []).append(node)
+    merged: dict[int, Node] = {}
+    for siblings in groups.values():
+        for start in range(0, len(siblings) - 1, SIBLINGS_PER_PRODUCT):
+            chunk = siblings[start:start + SIBLINGS_PER_PRODUCT]
+            if len(chunk) > 1:
+                first = chunk[0]
+                merged[id(first)] = _merged_product(graph, rw, chunk)
+                rw.removed.update(id(n) for n in chunk[1:])
+    graph.nodes = [merged.get(id(n), n) for n in graph.nodes]
+    rw.finish("merge_sibling_matmuls")
+
+
+def _merged_product(graph: Graph, rw, siblings: list[Node]) -> Node:
+    from ...engine.ops.base import get_op
+
+    first = siblings[0]
+    attrs = get_op("MatMul").resolve_attrs(first)
+    weights = [graph.initializers[n.input(1)] for n in siblings]
+    axis = 0 if attrs["trans_b"] else 1
+    biases = []
+    for node, w in zip(siblings, weights):
+        beta = get_op("MatMul").resolve_attrs(node)["beta"]
+        bias = graph.initializers[node.input(2)] if node.input(2) else np.zeros(w.shape[axis], w.dtype)
+        biases.append(bias if beta == 1.0 else (bias.astype(np.float64) * beta).astype(w.dtype))
+    inputs = [first.input(0), rw.add_initializer(np.concatenate(weights, axis=axis), f"{first.name}/merged_b")]
+    if any(n.input(2) for n in siblings):
+        inputs.append(rw.add_initializer(np.concatenate(biases), f"{first.name}/merged_bias"))
+    new_attrs = {**first.attrs, "split_y": len(siblings), "beta": 1.0}
+    return Node("MatMul", inputs, [n.outputs[0] for n in siblings], new_attrs, name=first.name)
