@@ -65,7 +65,7 @@ def _plan(ex) -> list[_Op]:
     steps = decode_program(ex.attrs, inputs)
     out_spec = step_.output_specs[0]
     out_shape, out_dtype = tuple(out_spec.shape), np.dtype(out_spec.dtype)
-    dtype = np.dtype(step_.input_specs[0].dtype)
+    dtype = out_dtype  # the inputs' float type (cast inputs are converted to it first)
     shapes = [tuple(s.shape) for s in step_.input_specs]
     dtypes = [dtype] * inputs + _probe(steps, inputs, dtype)
     last_use = {}
@@ -116,6 +116,7 @@ def _plan(ex) -> list[_Op]:
 
 def _prepare(ex) -> None:
     ex.state["ops"] = _plan(ex)
+    ex.state["cast"] = frozenset(ex.attrs.get("cast_inputs") or ())
 
 
 @numpy_kernel("FusedElementwise", writes_outputs=True, prepare=_prepare)
@@ -125,7 +126,8 @@ def fused_elementwise(ex, inputs, outputs):
         _prepare(ex)
         ops = ex.state["ops"]
     out = outputs[0]
-    values = list(inputs)
+    cast = ex.state["cast"]
+    values = [v.astype(out.dtype) if i in cast else v for i, v in enumerate(inputs)]
     for op in ops:
         args = [values[i] for i in op.operands]
         target = op.target

@@ -9,7 +9,8 @@ Linear (fused/fused.wgsl): the output's axes are merged where every input walks 
 (merge_axes), at most 6 remain; each invocation computes 4 elements. NC4HW4 (fused_nc4hw4.wgsl),
 when the output is a 4-D float feature map and some input is one with the same channels: those
 inputs are read through NC4HW4 accessors, the others (constants, per-channel vectors, other
-broadcasts) linearly, per lane.
+broadcasts) linearly, per lane. Cast inputs (int64 and int32 as i32, bool as u32 on the GPU) are
+read linearly and converted with f32().
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import numpy as np
 from ...engine.ops.fused import decode_program
 from ..base import Step
 from . import elementwise
-from .backend import GpuExecution, gpu_kernel
+from .backend import GPU_DTYPES, GpuExecution, gpu_kernel, wgsl_type
 from .elementwise import binary_expression, feature_map_text
 from .matmul import broadcast_strides, merge_axes
 
@@ -59,6 +60,16 @@ def program_text(step: Step) -> str:
     return "\n".join(lines)
 
 
+def input_declaration(step: Step, j: int) -> str:
+    """Input j as a linear array of its GPU element type."""
+    return f"@group(0) @binding({j}) var<storage, read_write> x{j}: array<{wgsl_type(step.input_specs[j].dtype)}>;"
+
+
+def as_float(step: Step, j: int, load: str) -> str:
+    """`load` of input j as f32: converted when the input is cast (integer or bool)."""
+    return f"f32({load})" if j in (step.attrs.get("cast_inputs") or ()) else load
+
+
 def merged_axes(step: Step) -> tuple[list[int], list[list[int]]]:
     out = step.output_specs[0].shape
     return merge_axes(list(out), [broadcast_strides(out, spec.shape) for spec in step.input_specs])
@@ -80,8 +91,13 @@ def accessor_inputs(step: Step) -> list[int]:
 class FusedElementwiseGpu(GpuExecution):
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
-        if any(spec.dtype != "float32" for spec in [*step.input_specs, *step.output_specs]):
+        cast = set(step.attrs.get("cast_inputs") or ())
+        if any(spec.dtype != "float32" for i, spec in enumerate(step.input_specs) if i not in cast) or \
+                step.output_specs[0].dtype != "float32":
             return "only float32 programs run on the GPU"
+        uncastable = [step.input_specs[i].dtype for i in sorted(cast) if step.input_specs[i].dtype not in GPU_DTYPES]
+        if uncastable:
+            return f"inputs cast from {', '.join(uncastable)} have no GPU type"
         if len(step.inputs) > MAX_INPUTS:
             return f"more than {MAX_INPUTS} inputs"
         for st in decode_program(step.attrs, len(step.inputs)):
@@ -118,13 +134,13 @@ class FusedElementwiseGpu(GpuExecution):
         for own in strides:
             params += own + [0] * (MAX_RANK - len(own))
         count = len(step.inputs)
-        decls = [f"@group(0) @binding({j}) var<storage, read_write> x{j}: array<f32>;" for j in range(count)]
+        decls = [input_declaration(step, j) for j in range(count)]
         decls += [f"@group(0) @binding({count}) var<storage, read_write> result: array<f32>;",
                   f"@group(0) @binding({count + 1}) var<uniform> params: Params;"]
         text = {"DECLS": "\n".join(decls), "PROGRAM": program_text(step),
                 "OFFSETS": " ".join(f"var o{j} = 0;" for j in range(count)),
                 "ACCUMULATE": " ".join(f"o{j} += coord * p({8 + MAX_RANK * j}u + u32(d));" for j in range(count)),
-                "LOADS": ", ".join(f"x{j}[o{j}]" for j in range(count))}
+                "LOADS": ", ".join(as_float(step, j, f"x{j}[o{j}]") for j in range(count))}
         self.dispatch("fused/fused.wgsl", [*step.inputs, step.outputs[0]], params, -(-out.size // 4), text=text)
 
     def prepare_nc4hw4(self) -> None:
@@ -147,11 +163,10 @@ class FusedElementwiseGpu(GpuExecution):
                 args.append(f"a{j}[lane]")
             else:
                 params += broadcast_strides(out.shape, spec.shape) + [0]
-                args.append(f"x{j}[linear_offset({slot}u, n, c, yy, xx)]")
+                args.append(as_float(step, j, f"x{j}[linear_offset({slot}u, n, c, yy, xx)]"))
         declared = feature_map_text(self, {**decls, "y": (step.outputs[0], count, 4, True)})
         lines = [declared[f"DECL_{var.upper()}"] for var in decls]
-        lines += [f"@group(0) @binding({j}) var<storage, read_write> x{j}: array<f32>;"
-                  for j in range(count) if j not in accessors]
+        lines += [input_declaration(step, j) for j in range(count) if j not in accessors]
         lines += [declared["DECL_Y"], f"@group(0) @binding({count + 1}) var<uniform> params: Params;"]
         text = {"DECLS": "\n".join(lines), "PROGRAM": program_text(step), "LOADS": "\n    ".join(loads),
                 "LANE_ARGS": ", ".join(args)}

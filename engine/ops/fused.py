@@ -9,6 +9,9 @@ The program is a list of steps over the op's inputs, in four parallel attributes
 The last step's result is the output. Every input broadcasts (numpy rules) to the output shape,
 the broadcast of all input shapes: element-wise steps commute with broadcasting, so each step may
 be computed on the output's elements whatever the shapes of its own operands.
+The inputs listed in cast_inputs (integer or bool tensors: a Cast to float the converter folded
+in, as attention masks are made) are converted to the program's float type first, as ONNX Cast
+converts; the other inputs share that type, and at least one is not cast.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, regis
 from .binary import ARITHMETIC_KINDS
 from .unary import UNARY_KINDS
 
+# Element types an input converted to float (cast_inputs) may have.
+CASTABLE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 # Families and kinds a step may use: those that keep a float operand's element type.
 STEP_KINDS: dict[str, tuple[str, ...]] = {
     "Unary": tuple(k for k in UNARY_KINDS if k not in ("not", "bitwise_not")),
@@ -68,7 +73,8 @@ def decode_program(attrs: dict, inputs: int) -> list[Step]:
 class FusedElementwise(OpDef):
     op_type = "FusedElementwise"
     family = "fused"
-    attrs = {"steps": Attr("strings"), "operands": Attr("ints"), "alphas": Attr("floats"), "betas": Attr("floats")}
+    attrs = {"steps": Attr("strings"), "operands": Attr("ints"), "alphas": Attr("floats"), "betas": Attr("floats"),
+             "cast_inputs": Attr("ints", [])}
 
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
         count = len(ctx.node.inputs)
@@ -78,9 +84,15 @@ class FusedElementwise(OpDef):
             decode_program(ctx.attrs, count)
         except ValueError as exc:
             raise ctx.fail(str(exc)) from None
-        dtypes = {ctx.dtype(i) for i in range(count)}
+        cast = set(ctx.attrs["cast_inputs"])
+        if any(not 0 <= i < count for i in cast):
+            raise ctx.fail(f"cast_inputs {sorted(cast)} name inputs past the {count} it has")
+        bad = [f"{i} ({ctx.dtype(i)})" for i in sorted(cast) if ctx.dtype(i) not in CASTABLE_DTYPES]
+        if bad:
+            raise ctx.fail(f"cast inputs must be integer or bool tensors, got input {', '.join(bad)}")
+        dtypes = {ctx.dtype(i) for i in range(count) if i not in cast}
         if len(dtypes) != 1 or not dtypes <= set(FLOAT_DTYPES):
-            raise ctx.fail(f"inputs must share one float type, got {sorted(dtypes)}")
+            raise ctx.fail(f"inputs that are not cast must share one float type, got {sorted(dtypes)}")
         return [TensorSpec(broadcast_shapes(ctx, *(ctx.shape(i) for i in range(count))), dtypes.pop())]
 
     def flops(self, ctx, outputs) -> int:

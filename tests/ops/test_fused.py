@@ -188,6 +188,46 @@ def test_integer_inputs_are_refused():
         wgnn.InferenceSession(Model(graph), providers=["numpy"]).run(None, {"a": np.arange(3), "b": np.arange(3)})
 
 
+@pytest.mark.parametrize(("cast", "dtypes", "message"), [
+    ([2], ("float32", "int64"), "name inputs past the 2"),
+    ([0], ("float32", "int64"), r"integer or bool tensors, got input 0 \(float32\)"),
+    ([0, 1], ("int64", "int64"), "not cast must share one float type"),
+])
+def test_bad_cast_inputs_are_shape_errors(cast, dtypes, message):
+    attrs = {**encode_program([Step("Binary", "mul", (0, 1))]), "cast_inputs": cast}
+    graph = Graph([Node("FusedElementwise", ["a", "b"], ["y"], attrs, name="casts")],
+                  [TensorInfo("a", dtypes[0], (3,)), TensorInfo("b", dtypes[1], (3,))], [TensorInfo("y")])
+    feeds = {"a": np.arange(3).astype(dtypes[0]), "b": np.arange(3).astype(dtypes[1])}
+    with pytest.raises(ShapeError, match=message):
+        wgnn.InferenceSession(Model(graph), providers=["numpy"]).run(None, feeds)
+
+
+@needs_gpu
+@pytest.mark.parametrize("storage", ["buffer", "texture"])
+@pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
+def test_nc4hw4_with_a_cast_mask(adapter, storage):
+    """A conv's feature map times a bool mask (cast to float, folded in: read linearly, per lane,
+    and converted), plus a per-channel constant."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["c", "m"], ["cm"]), helper.make_node("Add", ["cm", "bias"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "masked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 6]),
+                          helper.make_tensor_value_info("mask", TensorProto.BOOL, [2, 1, 5, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(r(6, 3, 3, 3, scale=0.5), "w"), numpy_helper.from_array(r(6, 1, 1), "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    converted = wgnn.convert(model)
+    assert [n.op_type for n in converted.graph.nodes] == ["Conv", "FusedElementwise"]
+    assert converted.graph.nodes[1].attrs["cast_inputs"] == [1]
+    feeds = {"x": r(2, 3, 5, 6), "mask": rng.random((2, 1, 5, 6)) < 0.5}
+    want = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, feeds)[0]
+    session = wgnn.InferenceSession(converted, config=wgnn.Config(providers=("wgpu",), adapter=adapter,
+                                                                  storage=storage))
+    np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+    assert layouts(session)["FusedElementwise"] == ["nc4hw4"]
+
+
 def test_program_round_trip():
     steps = [Step("Unary", "leaky_relu", (0,), 0.1), Step("Binary", "prelu", (1, 0)), Step("Unary", "exp", (2,))]
     attrs = encode_program(steps)

@@ -181,7 +181,8 @@ def test_custom_bounds():
     model = model_of(chain, {"x": [3]}, {"one": np.float32(1)})
     original = fusion.FUSION_PASSES
     try:
-        fusion.FUSION_PASSES = original[:-1] + (lambda g: fuse_elementwise_chains(g, max_steps=2),)
+        fusion.FUSION_PASSES = tuple(p if p is not fuse_elementwise_chains else
+                                     (lambda g: fuse_elementwise_chains(g, max_steps=2)) for p in original)
         graph = wgnn.convert(model).graph
     finally:
         fusion.FUSION_PASSES = original
@@ -246,6 +247,57 @@ def test_layer_norm_pattern_not_matched():
     assert "LayerNorm" not in converted_ops(model)
 
 
+# ------------------------------------------------------------------------------ cast inputs
+def cast_model(nodes, inputs: dict, constants: dict, outputs=("y",)):
+    graph = helper.make_graph(
+        nodes, "casts", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("dtype, values", [(TensorProto.INT64, lambda s: rng.integers(0, 2, s)),
+                                           (TensorProto.INT32, lambda s: rng.integers(-5, 5, s).astype(np.int32)),
+                                           (TensorProto.BOOL, lambda s: rng.random(s) < 0.5)])
+def test_an_attention_mask_cast_folds_into_its_chain(dtype, values):
+    """(1 - Cast(mask)) * -1e4 broadcast onto the scores, as BERT exports write it: one node."""
+    nodes = [node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT), node("Sub", ["one", "m"], ["inv"]),
+             node("Mul", ["inv", "big"], ["bias"]), node("Add", ["scores", "bias"], ["y"])]
+    model = cast_model(nodes, {"mask": (dtype, [2, 1, 1, 5]), "scores": (TensorProto.FLOAT, [2, 3, 5, 5])},
+                       {"one": np.float32(1), "big": np.float32(-1e4)})
+    graph = wgnn.convert(model).graph
+    assert [n.op_type for n in graph.nodes] == ["FusedElementwise"]
+    assert graph.nodes[0].inputs[graph.nodes[0].attrs["cast_inputs"][0]] == "mask"
+    check_model(model, {"mask": values((2, 1, 1, 5)), "scores": r(2, 3, 5, 5)}, reference="ort")
+
+
+def test_a_cast_read_by_one_binary_folds_into_a_one_step_program():
+    nodes = [node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT), node("Mul", ["x", "m"], ["y"])]
+    model = cast_model(nodes, {"mask": (TensorProto.BOOL, [4, 1]), "x": (TensorProto.FLOAT, [4, 6])}, {})
+    graph = wgnn.convert(model).graph
+    assert [n.op_type for n in graph.nodes] == ["FusedElementwise"] and graph.nodes[0].attrs["steps"] == ["Binary.mul"]
+    check_model(model, {"mask": rng.random((4, 1)) < 0.5, "x": r(4, 6)}, reference="ort")
+
+
+def test_casts_that_cannot_fold_stay():
+    """A Cast read twice, a Cast from float, a Cast to float16 and a program whose only input is
+    cast keep their Cast."""
+    nodes = [node("Cast", ["a"], ["af"], to=TensorProto.FLOAT), node("Mul", ["x", "af"], ["y1"]),
+             node("Add", ["af", "x"], ["y2"]),
+             node("Cast", ["d"], ["df"], to=TensorProto.FLOAT), node("Mul", ["x", "df"], ["y3"]),
+             node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT), node("Neg", ["bf"], ["y4"])]
+    model = cast_model(nodes, {"a": (TensorProto.INT64, [3]), "d": (TensorProto.DOUBLE, [3]),
+                               "b": (TensorProto.INT64, [3]), "x": (TensorProto.FLOAT, [3])}, {},
+                       outputs=("y1", "y2", "y3", "y4"))
+    graph = wgnn.convert(model).graph
+    assert sum(n.op_type == "Cast" for n in graph.nodes) == 3
+    assert not any(n.attrs.get("cast_inputs") for n in graph.nodes)
+    check_model(model, {"a": rng.integers(0, 9, 3), "d": rng.random(3), "b": rng.integers(0, 9, 3), "x": r(3)},
+                reference="ort")
+
+
 # -------------------------------------------------------------------------------------- zoo
 def without_chain_passes(fn):
     original = fusion.FUSION_PASSES
@@ -262,9 +314,10 @@ def test_bert_runs_fewer_steps():
     after = wgnn.convert(model).graph
     fused = [n for n in after.nodes if n.op_type == "FusedElementwise"]
     # The GELUs and the scores' scale + mask fold into MatMuls first (test_fusion_matmul.py); what
-    # is left to chains is the mask's 1 - m, * -1e4.
-    assert len(fused) == 1 and len(after.nodes) == len(before.nodes) - 1
+    # is left to chains is the mask's 1 - m, * -1e4, with the Cast of the int64 mask folded in.
+    assert len(fused) == 1 and len(after.nodes) == len(before.nodes) - 2
     assert [n.attrs["steps"] for n in fused] == [["Binary.sub", "Binary.mul"]]
+    assert fused[0].attrs["cast_inputs"] == [1] and fused[0].inputs[1] == "attention_mask"
     feeds = example_inputs(model, 2, seq=5)
     check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
     if ADAPTERS:
@@ -275,4 +328,4 @@ def test_bert_runs_fewer_steps():
             session.run(None, feeds)
             assert session.report()["fallbacks"] == []
             steps.append(session.report()["steps"])
-        assert steps[1] == steps[0] - 1
+        assert steps[1] == steps[0] - 2

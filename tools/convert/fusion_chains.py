@@ -341,5 +341,43 @@ def _fused_node(group: _Group) -> Node:
     return Node("FusedElementwise", inputs, [last.outputs[0]], encode_program(steps), name=last.name)
 
 
+def fold_casts_into_chains(graph: Graph) -> None:
+    """Cast(x, to=float32) of an integer or bool x, read only by a FusedElementwise node (or by a
+    lone float32 Unary / arithmetic Binary node, which becomes a FusedElementwise of one step),
+    becomes that node's cast input: the program converts x as it loads it, and the Cast's dispatch
+    is gone. Attention masks are made this way (Cast, then Sub and Mul). At least one input stays
+    float32 (it gives the program's type)."""
+    from ...engine.ops.fused import CASTABLE_DTYPES
+
+    g = _Graph(graph)
+    replaced: dict[int, Node] = {}
+    removed: set[int] = set()
+    for node in graph.nodes:
+        if node.op_type == "FusedElementwise":
+            target = node
+        elif node.op_type in ("Unary", "Binary") and _fusable(g, node, set()) and any(
+                g.producer(name, "Cast") is not None for name in node.inputs):
+            target = _fused_node(_Group([node]))
+        else:
+            continue
+        cast = set(target.attrs.get("cast_inputs") or ())
+        inputs = list(target.inputs)
+        for i, name in enumerate(inputs):
+            producer = g.producers.get(name)
+            if (producer is None or producer.op_type != "Cast" or producer.attrs.get("to") != "float32"
+                    or g.dtype(producer.inputs[0]) not in CASTABLE_DTYPES or producer.inputs[0] in inputs
+                    or not g.only_read_by(name, [node]) or len(cast) + 1 >= len(inputs)):
+                continue
+            inputs[i] = producer.inputs[0]
+            cast.add(i)
+            removed.add(id(producer))
+        if cast != set(target.attrs.get("cast_inputs") or ()):
+            replaced[id(node)] = Node("FusedElementwise", inputs, list(target.outputs),
+                                      {**target.attrs, "cast_inputs": sorted(cast)}, name=target.name)
+    if replaced:
+        log.debug("fold_casts_into_chains: %d Cast(s) folded", len(removed))
+        graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
+
+
 # The LayerNorm pattern first: chain fusion would otherwise swallow its element-wise part.
-CHAIN_PASSES = (fuse_layer_norm_pattern, fuse_elementwise_chains)
+CHAIN_PASSES = (fuse_layer_norm_pattern, fuse_elementwise_chains, fold_casts_into_chains)
