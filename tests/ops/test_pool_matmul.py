@@ -106,7 +106,7 @@ def head_execution(session):
     return ex
 
 
-def run_everywhere(model, feeds, *, ops=("GlobalPoolMatMul",), path="fused", backends=None):
+def run_everywhere(model, feeds, *, ops=("GlobalPoolMatMul",), path="fused", backends=None, atol=1e-5):
     want = reference(model, feeds)
     wg = converted(model)
     assert op_types(wg)[-len(ops):] == list(ops)
@@ -117,7 +117,7 @@ def run_everywhere(model, feeds, *, ops=("GlobalPoolMatMul",), path="fused", bac
         if gpu:
             assert session.report()["fallbacks"] == [], backend
             assert head_execution(session).path == path
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=backend)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=backend)
 
 
 # ---------------------------------------------------------------------------- against onnxruntime
@@ -232,11 +232,13 @@ def test_resize_compiles_nothing(adapter):
 @needs_gpu
 def test_weights_in_storage_buffers(monkeypatch):
     """WGNN_CONV_WEIGHTS=storage keeps the fused kernel's weights in a storage buffer (the A/B switch
-    of the convs); weights past 64 KiB (C = 520, K = 36: 9 x 130 x 4 vec4s) go there anyway."""
-    for options, env in (({}, "storage"), ({"c": 520, "k": 36, "size": (1, 1)}, "auto")):
+    of the convs); weights past 64 KiB (C = 520, K = 36: 9 x 130 x 4 vec4s) go there anyway. Sums
+    of 520 products differ from onnxruntime's by up to 2.3e-5 for some data (numpy's too), hence
+    that case's atol."""
+    for options, env, atol in (({}, "storage", 1e-5), ({"c": 520, "k": 36, "size": (1, 1)}, "auto", 1e-4)):
         monkeypatch.setenv("WGNN_CONV_WEIGHTS", env)
         model, feeds = head(**options)
-        run_everywhere(model, feeds, backends=[f"wgpu:{a['index']}" for a in ADAPTERS])
+        run_everywhere(model, feeds, backends=[f"wgpu:{a['index']}" for a in ADAPTERS], atol=atol)
 
 
 @needs_gpu
