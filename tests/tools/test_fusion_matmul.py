@@ -156,8 +156,9 @@ def test_zoo_bert_attention_scores_and_gelu_fold_into_matmuls():
     graph = wgnn.convert(model).graph
     activations = [n.attrs.get("activation") for n in graph.nodes if n.op_type == "MatMul"]
     assert activations.count("gelu") == 2
-    scores = [n for n in graph.nodes if n.op_type == "MatMul" and n.attrs.get("alpha", 1.0) != 1.0]
-    assert len(scores) == 2 and all(n.input(2) for n in scores)  # alpha 1/sqrt(d) and the mask as C
+    # alpha 1/sqrt(d) and the mask as C, carried into the Attention op the scores MatMul became
+    attention = [n for n in graph.nodes if n.op_type == "Attention"]
+    assert len(attention) == 2 and all(n.attrs["alpha"] != 1.0 and len(n.inputs) == 4 for n in attention)
     feeds = zoo.example_inputs(model, batch=2, seq=5)
     feeds["attention_mask"][1, 3:] = 0
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -184,11 +185,12 @@ def test_attention_transposes_fold_into_the_matmuls():
     model = build(nodes, {n: [b, s, heads * d] for n in "qkv"} | {"mask": [b, 1, 1, s]}, ["y"], {"scale": 2.0})
     model.graph.initializer.append(numpy_helper.from_array(shape, "shape"))
     feeds = {n: r(b, s, heads * d) for n in "qkv"} | {"mask": r(b, 1, 1, s)}
-    graph = check(model, feeds, ["Reshape", "Reshape", "Reshape", "MatMul", "Softmax", "MatMul"])
-    scores, context = graph.nodes[3], graph.nodes[5]
-    assert scores.inputs[:2] == ["q4", "k4"] and scores.attrs["perm_a"] == [0, 2, 1, 3]
-    assert scores.attrs["perm_b"] == [0, 2, 3, 1] and scores.attrs["alpha"] == pytest.approx(0.5)
-    assert context.inputs[1] == "v4" and context.attrs["perm_b"] == [0, 2, 1, 3] and not context.attrs.get("perm_a")
+    graph = check(model, feeds, ["Reshape", "Reshape", "Reshape", "Attention"])
+    # The products then became one Attention op (fuse_attention), carrying their permutations.
+    attention = graph.nodes[3]
+    assert attention.inputs == ["q4", "k4", "v4", "mask"] and attention.attrs["perm_q"] == [0, 2, 1, 3]
+    assert attention.attrs["perm_k"] == [0, 2, 3, 1] and attention.attrs["alpha"] == pytest.approx(0.5)
+    assert attention.attrs["perm_v"] == [0, 2, 1, 3] and not attention.attrs.get("perm_y")
 
 
 @pytest.mark.parametrize("perm, a_shape, b_shape", [
@@ -232,11 +234,12 @@ def test_a_perm_that_is_no_permutation_is_refused():
 def test_zoo_bert_reads_and_writes_heads_through_strides():
     graph = wgnn.convert(zoo.build("bert")).graph
     assert [n.attrs.get("split_y") for n in graph.nodes if n.op_type == "MatMul" and n.attrs.get("split_y")] == [3, 3]
-    folded = [n for n in graph.nodes if n.op_type == "MatMul" and (n.attrs.get("perm_a") or n.attrs.get("perm_b"))]
-    assert len(folded) == 4  # per layer: scores (Q and K) and context (V)
-    stored = [n for n in graph.nodes if n.op_type == "MatMul" and n.attrs.get("perm_y")]
-    assert [n.attrs["perm_y"] for n in stored] == [[0, 2, 1, 3]] * 2  # the context, one per layer
-    assert not any(n.op_type == "Transpose" for n in graph.nodes)
+    # Per layer the scores (Q and K) and context (V, then the stored head merge) products, read and
+    # written through strides, then one Attention op
+    attention = [n for n in graph.nodes if n.op_type == "Attention"]
+    assert [(n.attrs["perm_q"], n.attrs["perm_k"], n.attrs["perm_v"], n.attrs["perm_y"]) for n in attention] == \
+        [([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3], [0, 2, 1, 3])] * 2
+    assert not any(n.op_type in ("Transpose", "Softmax") for n in graph.nodes)
 
 
 # ------------------------------------------------------------------ Transpose of the product -> perm_y

@@ -282,3 +282,80 @@ def _merged_product(graph: Graph, rw, siblings: list[Node]) -> Node:
         inputs.append(rw.add_initializer(np.concatenate(biases), f"{first.name}/merged_bias"))
     new_attrs = {**first.attrs, "split_y": len(siblings), "beta": 1.0}
     return Node("MatMul", inputs, [n.outputs[0] for n in siblings], new_attrs, name=first.name)
+
+
+# The GPU kernel keeps query rows and their sums (D and D_v floats each) in registers; its code
+# generation on lavapipe grows with them (2.3 s at 64, first run only).
+ATTENTION_MAX_HEAD = 64
+
+
+def fuse_attention(graph: Graph) -> None:
+    """MatMul (scores: Q' @ K', alpha, the mask as C) -> Softmax over the last axis -> MatMul
+    (context: probs @ V', perm_y) becomes one Attention op (engine/ops/attention.py): the scores and
+    probabilities are never written, three GPU dispatches become one. Runs after the Transpose
+    folds, so the head split and merge are the ops' permutations. Only where the scores and the
+    probabilities have no other reader, Q', K' and V' have equal batch axes (checked under both
+    probe bindings of the symbolic dims), the head sizes D and D_v are at most ATTENTION_MAX_HEAD,
+    and neither MatMul has an activation, a residual or a split; the context one no bias,
+    no alpha and no transposed A."""
+    from ...engine.ops.base import get_op
+    from .fusion import PROBE_BINDINGS, _Rewriter, probe_shapes
+    from .quant import _subgraph_reads
+
+    rw = _Rewriter(graph)
+    hidden = _subgraph_reads(graph)
+    probes = None
+    matmul = get_op("MatMul")
+    replaced: dict[int, Node] = {}
+    for softmax in graph.nodes:
+        if (softmax.op_type != "Softmax" or softmax.attrs.get("kind") != "softmax"
+                or softmax.attrs.get("legacy_flatten")):
+            continue
+        scores_name, probs_name = softmax.input(0), softmax.outputs[0]
+        scores = rw.producer(scores_name, ("MatMul",))
+        readers = rw.consumers.get(probs_name, [])
+        context = readers[0] if len(readers) == 1 and readers[0].op_type == "MatMul" else None
+        if (scores is None or context is None or context.input(0) != probs_name or context.input(1) == probs_name
+                or not rw.sole_reader(scores_name, softmax) or not rw.sole_reader(probs_name, context)
+                or scores_name in hidden or probs_name in hidden):
+            continue
+        s, c = matmul.resolve_attrs(scores), matmul.resolve_attrs(context)
+        if (s["activation"] or scores.input(3) or s["split_y"] != 1 or s["perm_y"]
+                or c["activation"] or context.input(2) or context.input(3) or c["split_y"] != 1 or c["alpha"] != 1.0
+                or c["trans_a"] or c["perm_a"]):
+            continue
+        attrs = {"perm_q": s["perm_a"], "trans_q": s["trans_a"], "perm_k": s["perm_b"], "trans_k": s["trans_b"],
+                 "perm_v": c["perm_b"], "trans_v": c["trans_b"], "perm_y": c["perm_y"],
+                 "alpha": s["alpha"], "beta": s["beta"]}
+        inputs = [scores.input(0), scores.input(1), context.input(1)] + ([scores.input(2)] if scores.input(2) else [])
+        if probes is None:
+            probes = [probe_shapes(graph, base) for base in PROBE_BINDINGS]
+        if not all(_attention_fits(probe, inputs, attrs, softmax) for probe in probes):
+            continue
+        replaced[id(context)] = Node("Attention", inputs, list(context.outputs), attrs, name=context.name)
+        rw.removed.update((id(scores), id(softmax)))
+    graph.nodes = [replaced.get(id(n), n) for n in graph.nodes]
+    rw.finish("fuse_attention")
+
+
+def _attention_fits(probe: dict, inputs: list[str], attrs: dict, softmax: Node) -> bool:
+    """Whether the probed shapes make a kernel-sized Attention: Q', K', V' of rank >= 2 with equal
+    batch axes, head sizes within ATTENTION_MAX_HEAD, and the softmax over the last axis."""
+    from ...engine.ops.matmul import permuted
+
+    shapes = []
+    for name, key in zip(inputs[:3], "qkv"):
+        spec = probe.get(name)
+        if spec is None or len(spec.shape) < 2:
+            return False
+        perm = attrs[f"perm_{key}"]
+        if perm and sorted(perm) != list(range(len(spec.shape))):
+            return False
+        shape = list(permuted(spec.shape, perm))
+        if attrs[f"trans_{key}"]:
+            shape[-2], shape[-1] = shape[-1], shape[-2]
+        shapes.append(shape)
+    q, k, v = shapes
+    axis = softmax.attrs.get("axis", -1)
+    return (q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-2] and k[-1] == v[-2]
+            and max(q[-1], v[-1]) <= ATTENTION_MAX_HEAD and axis in (-1, len(q) - 1))

@@ -1,0 +1,160 @@
+"""Attention on the GPU: one dispatch of kernels_wgsl/matmul/attention.wgsl, the scores kept in
+registers (an online softmax over the keys).
+
+Every operand is read through strides in the params block, as the MatMul kernels read theirs:
+Q', K' and V' through their permutations and transposes, the mask through its broadcast strides
+over the scores, Y through perm_y's. The head sizes are fixed per model (the weights give them),
+so the per-element code is written out here in vec4s (lanes past D or D_v are literal zeros) and
+the kernel loops over nothing but the keys. ROWS query rows share each key's loads (see
+rows_per_invocation).
+"""
+from __future__ import annotations
+
+import math
+
+from ...engine.geometry import contiguous_strides
+from ...engine.ops.attention import MASK, Q
+from ...engine.ops.matmul import permuted
+from ..base import Step
+from .backend import GpuExecution, gpu_kernel
+from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes
+
+KERNEL = "matmul/attention.wgsl"
+
+
+def operand_strides(step: Step, index: int, key: str) -> tuple[list[int], list[int]]:
+    """Input `index`'s shape and strides as the product reads it."""
+    shape = step.input_specs[index].shape
+    perm = step.attrs[f"perm_{key}"] or None
+    dims, strides = list(permuted(shape, perm)), list(permuted(contiguous_strides(shape), perm))
+    if step.attrs[f"trans_{key}"]:
+        dims[-2], dims[-1] = dims[-1], dims[-2]
+        strides[-2], strides[-1] = strides[-1], strides[-2]
+    return dims, strides
+
+
+def rows_per_invocation(cpu: bool) -> int:
+    """Query rows per invocation. On CPU adapters 4 rows share each key's loads, which cost more
+    than registers there (lavapipe, 64-wide heads: 4 rows ran in x0.70-0.89 of the three kernels'
+    time, 2 rows x1.27, 1 row x2.1; 8 rows x0.58-0.73 but a first-ever code generation of 6.0 s
+    against 2.3 s for 4 rows and 0.6 s for the three kernels). Real GPUs keep one row (D + D_v
+    floats) per invocation (not measured)."""
+    return 4 if cpu else 1
+
+
+class AttentionLayout:
+    """Sizes and strides of one Attention step, in the kernel's params order."""
+
+    def __init__(self, step: Step):
+        (q, qs), (k, ks), (v, vs) = (operand_strides(step, i, key) for i, key in enumerate("qkv"))
+        self.rows, self.d, self.keys, self.dv = q[-2], q[-1], k[-1], v[-1]
+        batch = tuple(q[:-2])
+        self.batch_count = math.prod(batch)
+        stored = step.output_specs[0].shape
+        perm_y = step.attrs["perm_y"] or list(range(len(stored)))
+        axis_of = {p: j for j, p in enumerate(perm_y)}
+        y_strides = [contiguous_strides(stored)[axis_of[i]] for i in range(len(stored))]
+        self.has_mask = len(step.inputs) > MASK and bool(step.inputs[MASK])
+        scores = (*batch, self.rows, self.keys)
+        m_strides = broadcast_strides(scores, step.input_specs[MASK].shape) if self.has_mask else [0] * len(scores)
+        nb = len(batch)
+        self.batch, self.batch_strides = merge_axes(
+            list(batch), [qs[:nb], ks[:nb], vs[:nb], m_strides[:nb], y_strides[:nb]])
+        self.inner = [qs[-2], qs[-1], ks[-2], ks[-1], vs[-2], vs[-1], m_strides[-2], m_strides[-1], int(self.has_mask),
+                      y_strides[-2], y_strides[-1]]
+
+    def vec4_reads(self) -> bool:
+        """Whether Q', K' and V' can be read a vec4 at a time: head sizes multiples of 4, the head
+        axes contiguous, every other stride (so every offset) a multiple of 4."""
+        q_row, q_d, k_d, k_key, v_key, v_d = self.inner[:6]
+        others = [q_row, k_key, v_key, *self.batch_strides[0], *self.batch_strides[1], *self.batch_strides[2]]
+        return (self.d % 4 == 0 and self.dv % 4 == 0 and (q_d, k_d, v_d) == (1, 1, 1)
+                and all(s % 4 == 0 for s in others))
+
+    def params(self, rows_per_block: int, alpha: float, beta: float) -> list:
+        pad = MAX_BATCH_RANK - len(self.batch)
+        params = [self.rows, self.keys, self.batch_count, -(-self.rows // rows_per_block)]
+        params += [1] * pad + self.batch
+        for strides in self.batch_strides:
+            params += [0] * pad + strides
+        return params + self.inner + [float(alpha), float(beta)]
+
+
+def vec4_lanes(count: int, element) -> list[str]:
+    """vec4 expressions covering `count` elements: element(i) for i < count, zeros past it."""
+    return [f"vec4<f32>({', '.join(element(4 * g + c) if 4 * g + c < count else '0.0' for c in range(4))})"
+            for g in range(-(-count // 4))]
+
+
+def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
+    """The kernel's written-out per-element code for head sizes d, dv and `rows` rows; with vec4
+    Q, K and V are read a vec4 at a time (see vec4_reads)."""
+    dq, dvv = -(-d // 4), -(-dv // 4)
+    load_q = []
+    for r in range(rows):
+        load_q.append(f"let row{r} = min(r0 + {r}, rows - 1);")
+        if vec4:
+            rows_q = [f"q[(qo + row{r} * p(28u)) / 4 + {g}]" for g in range(dq)]
+        else:
+            rows_q = vec4_lanes(d, lambda i, r=r: f"q[qo + row{r} * p(28u) + {i} * p(29u)]")
+        load_q += [f"let q{r}_{g} = alpha * {lanes};" for g, lanes in enumerate(rows_q)]
+        load_q += [f"var best{r} = -3.4028235e38;", f"var total{r} = 0.0;"]
+        load_q += [f"var acc{r}_{g} = vec4<f32>(0.0);" for g in range(dvv)]
+    if vec4:
+        keys = [f"k[(ko + j * p(31u)) / 4 + {g}]" for g in range(dq)]
+        values = [f"v[(vo + j * p(32u)) / 4 + {g}]" for g in range(dvv)]
+    else:
+        keys = vec4_lanes(d, lambda i: f"k[ko + {i} * p(30u) + j * p(31u)]")
+        values = vec4_lanes(dv, lambda i: f"v[vo + j * p(32u) + {i} * p(33u)]")
+    load_kv = [f"let k_{g} = {lanes};" for g, lanes in enumerate(keys)]
+    load_kv += [f"let v_{g} = {lanes};" for g, lanes in enumerate(values)]
+    update = []
+    for r in range(rows):
+        dot = " + ".join(f"dot(q{r}_{g}, k_{g})" for g in range(dq))
+        update += [f"let s{r} = masked({dot}, row{r}, j, mo, beta, has_mask);",
+                   f"let top{r} = max(best{r}, s{r});", f"let scale{r} = exp(best{r} - top{r});",
+                   f"let weight{r} = exp(s{r} - top{r});", f"total{r} = total{r} * scale{r} + weight{r};",
+                   *[f"acc{r}_{g} = acc{r}_{g} * scale{r} + weight{r} * v_{g};" for g in range(dvv)],
+                   f"best{r} = top{r};"]
+    store = []
+    for r in range(rows):
+        lanes = "xyzw"
+        writes = [f"        y[yo + (r0 + {r}) * p(37u) + {4 * g + c} * p(38u)] = acc{r}_{g}.{lanes[c]} * inv;"
+                  for g in range(dvv) for c in range(4) if 4 * g + c < dv]
+        store += [f"if (r0 + {r} < rows) {{", f"        let inv = 1.0 / total{r};", *writes, "    }"]
+    return {"ROWS": str(rows), "ELEMENT": "vec4<f32>" if vec4 else "f32", "LOAD_Q": "\n    ".join(load_q),
+            "LOAD_KV": "\n        ".join(load_kv), "UPDATE": "\n        ".join(update), "STORE": "\n    ".join(store)}
+
+
+@gpu_kernel("Attention")
+class AttentionGpu(GpuExecution):
+    @classmethod
+    def unsupported_reason(cls, step: Step) -> str | None:
+        from ...tools.convert.fusion_matmul import ATTENTION_MAX_HEAD
+
+        if step.output_specs[0].dtype != "float32":
+            return f"Attention on {step.output_specs[0].dtype} has no GPU kernel"
+        layout = AttentionLayout(step)
+        if max(layout.d, layout.dv) > ATTENTION_MAX_HEAD:
+            return f"head sizes {layout.d}, {layout.dv}: the GPU kernel keeps at most {ATTENTION_MAX_HEAD} in registers"
+        if len(layout.batch) > MAX_BATCH_RANK:
+            return f"{len(layout.batch)} batch axes that do not merge (the kernel takes {MAX_BATCH_RANK})"
+        return None
+
+    @classmethod
+    def loop_iterations(cls, step: Step) -> int:
+        return AttentionLayout(step).keys + MAX_BATCH_RANK
+
+    def prepare(self) -> None:
+        step = self.step
+        layout = AttentionLayout(step)
+        if step.output_specs[0].size == 0:
+            return
+        rows = rows_per_invocation(self.backend.context.info.adapter_type == "CPU")
+        params = layout.params(rows, step.attrs["alpha"], step.attrs["beta"])
+        mask = step.inputs[MASK] if layout.has_mask else step.inputs[Q]
+        tensors = [step.inputs[0], step.inputs[1], step.inputs[2], mask, step.outputs[0]]
+        invocations = layout.batch_count * params[3]
+        self.dispatch(KERNEL, tensors, params, invocations,
+                      text=kernel_text(layout.d, layout.dv, rows, layout.vec4_reads()))
+

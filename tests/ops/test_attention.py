@@ -1,0 +1,163 @@
+"""Attention (engine/ops/attention.py), made by the converter from MatMul -> Softmax -> MatMul
+(tools/convert/fusion_matmul.py, fuse_attention): the converted graph, and the numbers on numpy and
+every GPU adapter (the kernel's vec4 and scalar reads, row blocks that do not divide the queries,
+masks that broadcast or hold -inf, cross-attention) against onnxruntime; the patterns it leaves
+alone; shape errors; and a resize that compiles nothing."""
+import numpy as np
+import pytest
+from helpers import check_model, gpu_adapters, record_pipelines, session_for
+from onnx import TensorProto, helper, numpy_helper
+from wgnn.engine.errors import ShapeError
+from wgnn.engine.graph import Graph, Model, Node, TensorInfo
+from wgnn.models import zoo
+
+import wgnn
+
+rng = np.random.default_rng(5)
+ADAPTERS = gpu_adapters()
+needs_gpu = pytest.mark.skipif(not ADAPTERS, reason="no GPU adapter (install mesa-vulkan-drivers)")
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def attention_model(b, s_q, s_k, heads, d, dv=None, *, mask=None, merge=True, scale=None, k_as_heads=False,
+                    symbolic=False):
+    """Multi-head attention as exporters write it: Q, K, V of (B, S, heads * d) split into heads
+    by Reshape + Transpose, scores (divided by sqrt(d)) plus an optional mask of shape `mask`,
+    Softmax, context, heads merged back by Transpose (+ Reshape with `merge`). k_as_heads: K comes
+    in already as (B, heads, d, S_k), read as it is (no Transpose, so not contiguous along d).
+    symbolic: the sequence lengths are dims "S" (and the Reshapes keep them with 0 / -1)."""
+    dv = dv or d
+    nodes = [helper.make_node("Reshape", ["q", "q_shape"], ["q4"]),
+             helper.make_node("Reshape", ["v", "v_shape"], ["v4"]),
+             helper.make_node("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["v4"], ["vt"], perm=[0, 2, 1, 3])]
+    if k_as_heads:
+        key = "k"
+    else:
+        nodes += [helper.make_node("Reshape", ["k", "k_shape"], ["k4"]),
+                  helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1])]
+        key = "kt"
+    nodes += [helper.make_node("MatMul", ["qt", key], ["scores"]),
+              helper.make_node("Div", ["scores", "scale"], ["scaled"])]
+    scores = "scaled"
+    if mask is not None:
+        nodes.append(helper.make_node("Add", ["scaled", "mask"], ["masked"]))
+        scores = "masked"
+    nodes += [helper.make_node("Softmax", [scores], ["probs"], axis=-1),
+              helper.make_node("MatMul", ["probs", "vt"], ["context"]),
+              helper.make_node("Transpose", ["context"], ["merged" if merge else "y"], perm=[0, 2, 1, 3])]
+    if merge:
+        nodes.append(helper.make_node("Reshape", ["merged", "y_shape"], ["y"]))
+    k_shape = [b, heads, d, s_k] if k_as_heads else [b, s_k, heads * d]
+    inputs = {"q": [b, s_q, heads * d], "k": k_shape, "v": [b, s_k, heads * dv]}
+    if mask is not None:
+        inputs["mask"] = list(mask)
+    feeds = {n: r(*s) for n, s in inputs.items()}
+    if symbolic:
+        inputs = {n: ["S" if dim == s_q else dim for dim in shape] for n, shape in inputs.items()}
+        s_q = s_k = -1
+    constants = {"scale": np.float32(scale or np.sqrt(d)), "q_shape": np.array([0, s_q, heads, d], np.int64),
+                 "k_shape": np.array([0, s_k, heads, d], np.int64), "v_shape": np.array([0, s_k, heads, dv], np.int64),
+                 "y_shape": np.array([0, s_q, heads * dv], np.int64)}
+    graph = helper.make_graph(nodes, "attention",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.asarray(v), n) for n, v in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, feeds
+
+
+def attention_nodes(model) -> list[Node]:
+    return [n for n in wgnn.convert(model).graph.nodes if n.op_type == "Attention"]
+
+
+@pytest.mark.parametrize("b, s_q, s_k, heads, d, dv, mask", [
+    (2, 5, 5, 3, 8, None, (2, 1, 1, 5)),  # vec4 reads; 5 queries: a row block past the end
+    (1, 8, 8, 2, 6, None, (1, 1, 8, 8)),  # head of 6: scalar reads, lanes past it zero
+    (2, 4, 7, 2, 8, 12, (2, 1, 1, 7)),  # cross-attention (S_q != S_k), D_v != D
+    (1, 9, 9, 1, 64, None, None),  # the widest head fused, no mask
+])
+def test_attention_becomes_one_op(b, s_q, s_k, heads, d, dv, mask):
+    model, feeds = attention_model(b, s_q, s_k, heads, d, dv, mask=mask)
+    (node,) = attention_nodes(model)
+    assert len(node.inputs) == (4 if mask else 3) and node.attrs["perm_y"] == [0, 2, 1, 3]
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+def test_causal_mask_with_minus_infinity():
+    """-inf above the diagonal: those keys weigh exactly nothing (the first row only sees itself)."""
+    model, feeds = attention_model(2, 6, 6, 2, 4, mask=(1, 1, 6, 6))
+    feeds["mask"] = np.triu(np.full((6, 6), -np.inf, np.float32), 1)[None, None]
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+def test_keys_not_contiguous_along_the_head_are_read_one_by_one():
+    model, feeds = attention_model(2, 5, 6, 2, 8, mask=(2, 1, 1, 6), k_as_heads=True)
+    assert len(attention_nodes(model)) == 1
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+def test_patterns_left_alone():
+    """Probabilities read elsewhere, a head wider than 64, a softmax over another axis."""
+    model, feeds = attention_model(1, 4, 4, 2, 8)
+    model.graph.output.append(helper.make_tensor_value_info("probs", TensorProto.FLOAT, None))
+    assert attention_nodes(model) == []
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+    model, _ = attention_model(1, 4, 4, 1, 72)
+    assert attention_nodes(model) == []
+    model, feeds = attention_model(1, 4, 4, 2, 8)
+    next(n for n in model.graph.node if n.op_type == "Softmax").attribute[0].i = 2
+    assert attention_nodes(model) == []
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+def test_zoo_bert_runs_attention_as_one_op():
+    model = zoo.build("bert")
+    assert len(attention_nodes(model)) == 2
+    if ADAPTERS:
+        feeds = zoo.example_inputs(model, 2, seq=5)
+        session = session_for(model, f"wgpu:{ADAPTERS[0]['index']}")
+        session.run(None, feeds)
+        assert session.report()["fallbacks"] == []
+        dispatches = sum(len(getattr(ex, "dispatches", [])) for seg in session.session.segments for _, ex in seg.steps)
+        assert dispatches == 18  # 22 before: per layer the scores, softmax and context in one
+
+
+def ir_attention(shapes: dict, attrs: dict) -> Model:
+    inputs = [TensorInfo(n, "float32", s) for n, s in shapes.items()]
+    node = Node("Attention", list(shapes), ["y"], attrs, name="att")
+    return Model(Graph([node], inputs, [TensorInfo("y", "float32")]))
+
+
+@pytest.mark.parametrize("shapes, attrs, message", [
+    ({"q": (2, 3, 4), "k": (3, 4, 5), "v": (2, 5, 4)}, {}, "batch axes differ"),
+    ({"q": (2, 3, 4), "k": (2, 5, 5), "v": (2, 5, 4)}, {}, "inner dimensions differ"),
+    ({"q": (2, 3, 4), "k": (2, 4, 5), "v": (2, 5, 4)}, {"perm_y": [0, 0, 1]}, "perm_y"),
+    ({"q": (2, 3, 4), "k": (2, 4, 5), "v": (2, 5, 4), "m": (2, 2, 3, 5)}, {}, "does not broadcast to the scores"),
+])
+def test_shape_errors(shapes, attrs, message):
+    feeds = {n: r(*s) for n, s in shapes.items()}
+    with pytest.raises(ShapeError, match=message) as info:
+        wgnn.InferenceSession(ir_attention(shapes, attrs), providers=["numpy"]).run(None, feeds)
+    assert '"att"' in str(info.value)
+
+
+@needs_gpu
+@pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
+def test_resize_compiles_nothing(adapter, monkeypatch):
+    """Another sequence length is other params, not another kernel."""
+    model, feeds = attention_model(1, 8, 8, 2, 8, mask=(1, 1, 1, 8), symbolic=True)
+    assert len(attention_nodes(model)) == 1
+    seen = record_pipelines(monkeypatch)
+    session = wgnn.InferenceSession(model.SerializeToString(), config=wgnn.Config(providers=("wgpu",), adapter=adapter))
+    session.run(None, feeds)
+    compiled = len(seen)
+    shorter = {"q": r(1, 5, 16), "k": r(1, 5, 16), "v": r(1, 5, 16), "mask": r(1, 1, 1, 5)}
+    got = session.run(None, shorter)[0]
+    assert len(seen) == compiled
+    want = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, shorter)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
