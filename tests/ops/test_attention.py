@@ -161,3 +161,16 @@ def test_resize_compiles_nothing(adapter, monkeypatch):
     assert len(seen) == compiled
     want = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, shorter)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_gpu
+@pytest.mark.parametrize("rows", [1, 4])
+def test_rows_per_invocation(rows, monkeypatch):
+    """The kernel with one query row per invocation (what real GPUs get) and with 4 (CPU adapters),
+    whatever the adapter here."""
+    from wgnn.backends.wgpu import attention
+
+    monkeypatch.setattr(attention, "rows_per_invocation", lambda cpu: rows)
+    model, feeds = attention_model(2, 7, 6, 2, 12, 8, mask=(2, 1, 7, 6))
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5,
+                backends=[f"wgpu:{a['index']}" for a in ADAPTERS])
