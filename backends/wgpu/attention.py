@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 
 from ...engine.geometry import contiguous_strides
-from ...engine.ops.attention import MASK, Q
-from ...engine.ops.matmul import permuted
+from ...engine.ops.attention import MASK, MAX_HEAD, Q, read_as
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
-from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes
+from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes, stored_product
 
 KERNEL = "matmul/attention.wgsl"
 
@@ -25,12 +24,8 @@ KERNEL = "matmul/attention.wgsl"
 def operand_strides(step: Step, index: int, key: str) -> tuple[list[int], list[int]]:
     """Input `index`'s shape and strides as the product reads it."""
     shape = step.input_specs[index].shape
-    perm = step.attrs[f"perm_{key}"] or None
-    dims, strides = list(permuted(shape, perm)), list(permuted(contiguous_strides(shape), perm))
-    if step.attrs[f"trans_{key}"]:
-        dims[-2], dims[-1] = dims[-1], dims[-2]
-        strides[-2], strides[-1] = strides[-1], strides[-2]
-    return dims, strides
+    perm, trans = step.attrs[f"perm_{key}"], step.attrs[f"trans_{key}"]
+    return read_as(shape, perm, trans), read_as(contiguous_strides(shape), perm, trans)
 
 
 def rows_per_invocation(cpu: bool) -> int:
@@ -50,10 +45,7 @@ class AttentionLayout:
         self.rows, self.d, self.keys, self.dv = q[-2], q[-1], k[-1], v[-1]
         batch = tuple(q[:-2])
         self.batch_count = math.prod(batch)
-        stored = step.output_specs[0].shape
-        perm_y = step.attrs["perm_y"] or list(range(len(stored)))
-        axis_of = {p: j for j, p in enumerate(perm_y)}
-        y_strides = [contiguous_strides(stored)[axis_of[i]] for i in range(len(stored))]
+        _, y_strides = stored_product(step)
         self.has_mask = len(step.inputs) > MASK and bool(step.inputs[MASK])
         scores = (*batch, self.rows, self.keys)
         m_strides = broadcast_strides(scores, step.input_specs[MASK].shape) if self.has_mask else [0] * len(scores)
@@ -130,13 +122,11 @@ def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
 class AttentionGpu(GpuExecution):
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
-        from ...tools.convert.fusion_matmul import ATTENTION_MAX_HEAD
-
         if step.output_specs[0].dtype != "float32":
             return f"Attention on {step.output_specs[0].dtype} has no GPU kernel"
         layout = AttentionLayout(step)
-        if max(layout.d, layout.dv) > ATTENTION_MAX_HEAD:
-            return f"head sizes {layout.d}, {layout.dv}: the GPU kernel keeps at most {ATTENTION_MAX_HEAD} in registers"
+        if max(layout.d, layout.dv) > MAX_HEAD:
+            return f"head sizes {layout.d}, {layout.dv}: the GPU kernel keeps at most {MAX_HEAD} in registers"
         if len(layout.batch) > MAX_BATCH_RANK:
             return f"{len(layout.batch)} batch axes that do not merge (the kernel takes {MAX_BATCH_RANK})"
         return None

@@ -16,19 +16,29 @@ from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, regis
 from .matmul import permuted
 
 Q, K, V, MASK = 0, 1, 2, 3
+# The converter fuses heads up to this size: the GPU kernel keeps query rows and their sums (D and
+# D_v floats each) in registers, and its code generation on lavapipe grows with them (2.3 s at 64,
+# on a machine's first run only).
+MAX_HEAD = 64
+
+
+def read_as(values, perm: list[int], trans: int) -> list[int]:
+    """Per-axis values (a shape or strides) of an operand as the products read it: permuted by
+    perm, then the last two swapped when trans is set."""
+    out = list(permuted(values, perm))
+    if trans:
+        out[-2], out[-1] = out[-1], out[-2]
+    return out
 
 
 def operand(ctx: InferContext, index: int, name: str) -> list[int]:
-    """Input `index` as the products read it (permuted, last two axes swapped when transposed)."""
+    """Input `index`'s shape as the products read it."""
     shape, perm = ctx.shape(index), list(ctx.attrs[f"perm_{name}"])
     if len(shape) < 2:
         raise ctx.fail(f"{name.upper()} needs rank >= 2, got {list(shape)}")
     if perm and sorted(perm) != list(range(len(shape))):
         raise ctx.fail(f"perm_{name} {perm} is not a permutation of the {len(shape)} axes of {name.upper()}")
-    out = list(permuted(shape, perm))
-    if ctx.attrs[f"trans_{name}"]:
-        out[-2], out[-1] = out[-1], out[-2]
-    return out
+    return read_as(shape, perm, ctx.attrs[f"trans_{name}"])
 
 
 def attention_shapes(ctx: InferContext) -> tuple[list[int], list[int], list[int]]:

@@ -284,18 +284,13 @@ def _merged_product(graph: Graph, rw, siblings: list[Node]) -> Node:
     return Node("MatMul", inputs, [n.outputs[0] for n in siblings], new_attrs, name=first.name)
 
 
-# The GPU kernel keeps query rows and their sums (D and D_v floats each) in registers; its code
-# generation on lavapipe grows with them (2.3 s at 64, first run only).
-ATTENTION_MAX_HEAD = 64
-
-
 def fuse_attention(graph: Graph) -> None:
     """MatMul (scores: Q' @ K', alpha, the mask as C) -> Softmax over the last axis -> MatMul
     (context: probs @ V', perm_y) becomes one Attention op (engine/ops/attention.py): the scores and
     probabilities are never written, three GPU dispatches become one. Runs after the Transpose
     folds, so the head split and merge are the ops' permutations. Only where the scores and the
     probabilities have no other reader, Q', K' and V' have equal batch axes (checked under both
-    probe bindings of the symbolic dims), the head sizes D and D_v are at most ATTENTION_MAX_HEAD,
+    probe bindings of the symbolic dims), the head sizes D and D_v are at most attention.MAX_HEAD,
     and neither MatMul has an activation, a residual or a split; the context one no bias,
     no alpha and no transposed A."""
     from ...engine.ops.base import get_op
@@ -340,22 +335,17 @@ def fuse_attention(graph: Graph) -> None:
 
 def _attention_fits(probe: dict, inputs: list[str], attrs: dict, softmax: Node) -> bool:
     """Whether the probed shapes make a kernel-sized Attention: Q', K', V' of rank >= 2 with equal
-    batch axes, head sizes within ATTENTION_MAX_HEAD, and the softmax over the last axis."""
-    from ...engine.ops.matmul import permuted
+    batch axes, head sizes within attention.MAX_HEAD, and the softmax over the last axis."""
+    from ...engine.ops.attention import MAX_HEAD, read_as
 
     shapes = []
     for name, key in zip(inputs[:3], "qkv"):
         spec = probe.get(name)
-        if spec is None or len(spec.shape) < 2:
-            return False
         perm = attrs[f"perm_{key}"]
-        if perm and sorted(perm) != list(range(len(spec.shape))):
+        if spec is None or len(spec.shape) < 2 or (perm and sorted(perm) != list(range(len(spec.shape)))):
             return False
-        shape = list(permuted(spec.shape, perm))
-        if attrs[f"trans_{key}"]:
-            shape[-2], shape[-1] = shape[-1], shape[-2]
-        shapes.append(shape)
+        shapes.append(read_as(spec.shape, perm, attrs[f"trans_{key}"]))
     q, k, v = shapes
     axis = softmax.attrs.get("axis", -1)
     return (q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-2] and k[-1] == v[-2]
-            and max(q[-1], v[-1]) <= ATTENTION_MAX_HEAD and axis in (-1, len(q) - 1))
+            and max(q[-1], v[-1]) <= MAX_HEAD and axis in (-1, len(q) - 1))
