@@ -17,45 +17,8 @@
 @group(0) @binding(6) var<storage, read_write> y1: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> y2: array<{{T}}>;
 @group(0) @binding(8) var<uniform> params: Params;
-// Outputs of a split product (split_y; 1: Y alone, y1 and y2 are Y again).
-const SPLIT = {{SPLIT}};
+// include: matmul/epilogue.wgsl
 override WG: u32 = 64u;
-
-fn act(v: {{T}}, alpha: {{T}}, beta: {{T}}) -> {{T}} {
-    return {{ACT}};
-}
-
-// Epilogue of 4 columns of one row: scale, bias, residual, activation; rows past M and columns
-// past N are not stored.
-fn store4(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
-    let n_size = p(1u);
-    if (m >= p(0u)) {
-        return;
-    }
-    for (var j = 0; j < 4; j++) {
-        let n = n0 + j;
-        if (n >= n_size) {
-            return;
-        }
-        var v = {{READ}}(6u) * acc[j];
-        if (p(30u) != 0) {
-            v += {{READ}}(7u) * c[co + m * p(28u) + n * p(29u)];
-        }
-        let part = select(0, n / p(42u), SPLIT > 1);  // which output: the division only when split
-        let o = out_base + m * p(40u) + (n - part * p(42u)) * p(41u);
-        if (p(35u) != 0) {  // the residual has Y's shape: read where Y goes
-            v += res[o];
-        }
-        let value = act(v, {{READ}}(31u), {{READ}}(32u));
-        if (part == 0) {
-            y[o] = value;
-        } else if (part == 1) {
-            y1[o] = value;
-        } else {
-            y2[o] = value;
-        }
-    }
-}
 
 // The 8 rows' elements of A from the 8 lanes of this lane's group.
 fn shared8(mine: {{T}}, group: u32) -> Pair {

@@ -12,51 +12,13 @@
 @group(0) @binding(5) var<storage, read_write> y1: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> y2: array<{{T}}>;
 @group(0) @binding(7) var<uniform> params: Params;
-// Outputs of a split product (split_y; 1: Y alone, y1 and y2 are Y again).
-const SPLIT = {{SPLIT}};
+// include: matmul/epilogue.wgsl
 override WG: u32 = 64u;
 
 const KT = 16;
 // a_tile[k * 8 + r] holds rows 4r..4r+3 of the tile at k; b_tile[k * 8 + q] columns 4q..4q+3.
 var<workgroup> a_tile: array<vec4<{{T}}>, 128>;
 var<workgroup> b_tile: array<vec4<{{T}}>, 128>;
-
-fn act(v: {{T}}, alpha: {{T}}, beta: {{T}}) -> {{T}} {
-    return {{ACT}};
-}
-
-fn store_row(m: i32, n0: i32, acc: vec4<{{T}}>, out_base: i32, co: i32) {
-    let m_size = p(0u);
-    let n_size = p(1u);
-    if (m >= m_size) {
-        return;
-    }
-    let alpha = {{READ}}(6u);
-    let beta = {{READ}}(7u);
-    for (var j = 0; j < 4; j++) {
-        let n = n0 + j;
-        if (n >= n_size) {
-            return;
-        }
-        var v = alpha * acc[j];
-        if (p(30u) != 0) {
-            v += beta * c[co + m * p(28u) + n * p(29u)];
-        }
-        let part = select(0, n / p(42u), SPLIT > 1);  // which output: the division only when split
-        let o = out_base + m * p(40u) + (n - part * p(42u)) * p(41u);
-        if (p(35u) != 0) {  // the residual has Y's shape: read where Y goes
-            v += res[o];
-        }
-        let value = act(v, {{READ}}(31u), {{READ}}(32u));
-        if (part == 0) {
-            y[o] = value;
-        } else if (part == 1) {
-            y1[o] = value;
-        } else {
-            y2[o] = value;
-        }
-    }
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -126,8 +88,8 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     let out_base = yo;
     let m0 = tm0 + tr * 4;
     let n0 = tn0 + tc * 4;
-    store_row(m0, n0, acc0, out_base, co);
-    store_row(m0 + 1, n0, acc1, out_base, co);
-    store_row(m0 + 2, n0, acc2, out_base, co);
-    store_row(m0 + 3, n0, acc3, out_base, co);
+    store4(m0, n0, acc0, out_base, co);
+    store4(m0 + 1, n0, acc1, out_base, co);
+    store4(m0 + 2, n0, acc2, out_base, co);
+    store4(m0 + 3, n0, acc3, out_base, co);
 }
