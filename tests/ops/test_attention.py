@@ -174,3 +174,21 @@ def test_rows_per_invocation(rows, monkeypatch):
     model, feeds = attention_model(2, 7, 6, 2, 12, 8, mask=(2, 1, 7, 6))
     check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5,
                 backends=[f"wgpu:{a['index']}" for a in ADAPTERS])
+
+
+@pytest.mark.parametrize("q, k, v, k_perm", [
+    ((3, 7, 8), (3, 5, 8), (3, 5, 6), [0, 2, 1]),  # one head: rank 3, K transposed by its Transpose
+    ((7, 8), (5, 8), (5, 4), [1, 0]),  # no batch axis at all
+])
+def test_attention_without_heads(q, k, v, k_perm):
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=k_perm),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    shapes = {"q": q, "k": k, "v": v}
+    graph = helper.make_graph(nodes, "plain",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (node,) = attention_nodes(model)
+    assert node.attrs["perm_k"] == k_perm and len(node.inputs) == 3
+    check_model(model, {n: r(*s) for n, s in shapes.items()}, reference="ort", rtol=1e-4, atol=1e-5)
