@@ -117,3 +117,25 @@ def test_instance_norm():
     check_op("InstanceNormalization", [r(2, 3, 7), Const(r(3)), Const(r(3))], **TOL)
     check_op("InstanceNormalization", [r(1, 6, 3, 2, 4), r(6), r(6)], **TOL)
     check_op("InstanceNormalization", [r(2, 3, 1, 5), Const(r(3)), Const(r(3))], opset=6, **TOL)
+
+
+@pytest.mark.parametrize("shape, axis, scale, bias, kernel", [
+    ((3, 5, 8), -1, (8,), (8,), "layer_norm_vec4"),  # rows of whole vec4s, (D,) scale and bias
+    ((2, 3, 4, 2), 2, (4, 2), None, "layer_norm_vec4"),  # two normalized axes, contiguous: one vec4 row
+    ((3, 5, 8), -1, (1,), (8,), "layer_norm"),  # a broadcast scale: read element by element
+    ((3, 5, 6), -1, (6,), (6,), "layer_norm"),  # rows of 6
+])
+def test_layer_norm_kernel_choice(shape, axis, scale, bias, kernel):
+    """The vec4 kernel where rows are whole vec4s and scale / bias contiguous along them, with the
+    Mean and InvStdDev outputs too; the element kernel elsewhere. Both against the reference."""
+    from helpers import gpu_adapters, session_for
+
+    inputs = [r(*shape), Const(r(*scale))] + ([Const(r(*bias))] if bias else [])
+    check_op("LayerNormalization", inputs, {"axis": axis}, outputs=3, opset=17, **TOL)
+    for adapter in gpu_adapters():
+        session = session_for(make_model("LayerNormalization", inputs, {"axis": axis}, outputs=3, opset=17),
+                              f"wgpu:{adapter['index']}")
+        session.run(None, {"in0": inputs[0]})
+        paths = [d.kernel.path for seg in session.session.segments for _, ex in seg.steps
+                 for d in getattr(ex, "dispatches", [])]
+        assert paths == [f"norm/{kernel}.wgsl"]
