@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 
-from ...engine.geometry import contiguous_strides
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel, wgsl_type
 
@@ -90,13 +89,16 @@ def element(dtype: str) -> str | None:
 
 def broadcast_params(out_shape, *shapes) -> list[int]:
     """Params layout shared by broadcasting kernels: output shape at slot 8, then 8 slots of
-    strides per operand (rank 6, right-aligned, stride 0 on broadcast dims)."""
-    out = (1,) * (MAX_RANK - len(out_shape)) + tuple(out_shape)
-    params = [0] * 8 + list(out) + [0, 0]
-    for shape in shapes:
-        padded = (1,) * (MAX_RANK - len(shape)) + tuple(shape)
-        strides = contiguous_strides(padded)
-        params += [0 if d == 1 and o != 1 else s for d, o, s in zip(padded, out, strides)] + [0, 0]
+    strides per operand (rank 6, right-aligned, stride 0 on broadcast dims). Axes every operand
+    walks as one are merged first (fewer axes to divide by: zoo bert's broadcast embedding Add at
+    2 x 64 tokens took 190 against 203 us)."""
+    from .matmul import broadcast_strides, merge_axes
+
+    dims, strides = merge_axes(list(out_shape), [broadcast_strides(tuple(out_shape), s) for s in shapes])
+    pad = MAX_RANK - len(dims)
+    params = [0] * 8 + [1] * pad + dims + [0, 0]
+    for own in strides:
+        params += [0] * pad + own + [0, 0]
     return params
 
 
