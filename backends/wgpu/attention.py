@@ -5,20 +5,29 @@ Every operand is read through strides in the params block, as the MatMul kernels
 Q', K' and V' through their permutations and transposes, the mask through its broadcast strides
 over the scores, Y through perm_y's. The head sizes are fixed per model (the weights give them),
 so the per-element code is written out here in vec4s (lanes past D or D_v are literal zeros) and
-the kernel loops over nothing but the keys. ROWS query rows share each key's loads (see
-rows_per_invocation).
+the kernel loops over nothing but the keys.
+
+Two variants, chosen per adapter (WGNN_ATTENTION_VARIANT overrides, for benchmarks and tests):
+- "rows" (CPU adapters, e.g. lavapipe): ROWS query rows per invocation share each key's loads
+  (see rows_per_invocation); no workgroup memory, no barriers.
+- "tiled" (real GPUs, kernels_wgsl/matmul/attention_tiled.wgsl): a workgroup of WG query rows
+  copies K and V in tiles of 16 keys to workgroup memory and every row reads them from there.
 """
 from __future__ import annotations
 
 import math
+import os
 
+from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
 from ...engine.ops.attention import MASK, MAX_HEAD, Q, read_as
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
 from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes, stored_product
 
-KERNEL = "matmul/attention.wgsl"
+KERNELS = {"rows": "matmul/attention.wgsl", "tiled": "matmul/attention_tiled.wgsl"}
+VARIANT_ENV = "WGNN_ATTENTION_VARIANT"
+TILE_KEYS = 16  # keys per workgroup-memory tile (tiled kernel): 8 KiB of K and V at 64-wide heads
 
 
 def operand_strides(step: Step, index: int, key: str) -> tuple[list[int], list[int]]:
@@ -35,6 +44,15 @@ def rows_per_invocation(cpu: bool) -> int:
     against 2.3 s for 4 rows and 0.6 s for the three kernels). Real GPUs keep one row (D + D_v
     floats) per invocation (not measured)."""
     return 4 if cpu else 1
+
+
+def kernel_variant(cpu: bool) -> str:
+    """WGNN_ATTENTION_VARIANT if set, else "rows" on CPU adapters and "tiled" on real GPUs (whose
+    workgroups share a memory that costs lavapipe as much as its buffers)."""
+    chosen = os.environ.get(VARIANT_ENV, "").strip()
+    if chosen and chosen not in KERNELS:
+        raise WgnnError(f"{VARIANT_ENV}={chosen!r}: expected one of {', '.join(KERNELS)}")
+    return chosen or ("rows" if cpu else "tiled")
 
 
 class AttentionLayout:
@@ -79,31 +97,57 @@ def vec4_lanes(count: int, element) -> list[str]:
 
 
 def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
-    """The kernel's written-out per-element code for head sizes d, dv and `rows` rows; with vec4
-    Q, K and V are read a vec4 at a time (see vec4_reads)."""
+    """The rows kernel's written-out per-element code for head sizes d, dv and `rows` rows; with
+    vec4 Q, K and V are read a vec4 at a time (see vec4_reads)."""
+    dq, dvv = -(-d // 4), -(-dv // 4)
+    if vec4:
+        keys = [f"k[(at.k + j * p(31u)) / 4 + {g}]" for g in range(dq)]
+        values = [f"v[(at.v + j * p(32u)) / 4 + {g}]" for g in range(dvv)]
+    else:
+        keys = vec4_lanes(d, lambda i: f"k[at.k + {i} * p(30u) + j * p(31u)]")
+        values = vec4_lanes(dv, lambda i: f"v[at.v + j * p(32u) + {i} * p(33u)]")
+    return {"ROWS": str(rows), **row_text(d, dv, rows, vec4, keys, values)}
+
+
+def tiled_kernel_text(d: int, dv: int, vec4: bool) -> dict[str, str]:
+    """The tiled kernel's text: one row's code reading key t of the tiles, and the expressions
+    that copy vec4 g of key j into them (lanes past D or D_v zero where read one by one)."""
+    dq, dvv = -(-d // 4), -(-dv // 4)
+    keys = [f"k_tile[t * DQ + {g}]" for g in range(dq)]
+    values = [f"v_tile[t * DVQ + {g}]" for g in range(dvv)]
+    if vec4:
+        k_vec4, v_vec4 = "k[(at.k + j * p(31u)) / 4 + g]", "v[(at.v + j * p(32u)) / 4 + g]"
+    else:
+        def lanes(read, size):
+            return f"vec4<f32>({', '.join(f'select(0.0, {read(c)}, 4 * g + {c} < {size})' for c in range(4))})"
+
+        k_vec4 = lanes(lambda c: f"k[at.k + (4 * g + {c}) * p(30u) + j * p(31u)]", "D")
+        v_vec4 = lanes(lambda c: f"v[at.v + j * p(32u) + (4 * g + {c}) * p(33u)]", "DV")
+    sizes = {"TK": TILE_KEYS, "D": d, "DV": dv, "DQ": dq, "DVQ": dvv}
+    return {**{name: str(size) for name, size in sizes.items()}, "K_VEC4": k_vec4, "V_VEC4": v_vec4,
+            **row_text(d, dv, 1, vec4, keys, values)}
+
+
+def row_text(d: int, dv: int, rows: int, vec4: bool, keys: list[str], values: list[str]) -> dict[str, str]:
+    """Both kernels' per-row code: load `rows` query rows from r0 on (scaled by alpha), update their
+    running maximum, total and value sums with key j (its vec4s `keys` and `values`), store."""
     dq, dvv = -(-d // 4), -(-dv // 4)
     load_q = []
     for r in range(rows):
         load_q.append(f"let row{r} = min(r0 + {r}, rows - 1);")
         if vec4:
-            rows_q = [f"q[(qo + row{r} * p(28u)) / 4 + {g}]" for g in range(dq)]
+            rows_q = [f"q[(at.q + row{r} * p(28u)) / 4 + {g}]" for g in range(dq)]
         else:
-            rows_q = vec4_lanes(d, lambda i, r=r: f"q[qo + row{r} * p(28u) + {i} * p(29u)]")
+            rows_q = vec4_lanes(d, lambda i, r=r: f"q[at.q + row{r} * p(28u) + {i} * p(29u)]")
         load_q += [f"let q{r}_{g} = alpha * {lanes};" for g, lanes in enumerate(rows_q)]
         load_q += [f"var best{r} = -3.4028235e38;", f"var total{r} = 0.0;"]
         load_q += [f"var acc{r}_{g} = vec4<f32>(0.0);" for g in range(dvv)]
-    if vec4:
-        keys = [f"k[(ko + j * p(31u)) / 4 + {g}]" for g in range(dq)]
-        values = [f"v[(vo + j * p(32u)) / 4 + {g}]" for g in range(dvv)]
-    else:
-        keys = vec4_lanes(d, lambda i: f"k[ko + {i} * p(30u) + j * p(31u)]")
-        values = vec4_lanes(dv, lambda i: f"v[vo + j * p(32u) + {i} * p(33u)]")
     load_kv = [f"let k_{g} = {lanes};" for g, lanes in enumerate(keys)]
     load_kv += [f"let v_{g} = {lanes};" for g, lanes in enumerate(values)]
     update = []
     for r in range(rows):
         dot = " + ".join(f"dot(q{r}_{g}, k_{g})" for g in range(dq))
-        update += [f"let s{r} = masked({dot}, row{r}, j, mo, beta, has_mask);",
+        update += [f"let s{r} = masked({dot}, row{r}, j, at.m, beta, has_mask);",
                    f"let top{r} = max(best{r}, s{r});", f"let scale{r} = exp(best{r} - top{r});",
                    f"let weight{r} = exp(s{r} - top{r});", f"total{r} = total{r} * scale{r} + weight{r};",
                    *[f"acc{r}_{g} = acc{r}_{g} * scale{r} + weight{r} * v_{g};" for g in range(dvv)],
@@ -111,11 +155,12 @@ def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
     store = []
     for r in range(rows):
         lanes = "xyzw"
-        writes = [f"        y[yo + (r0 + {r}) * p(37u) + {4 * g + c} * p(38u)] = acc{r}_{g}.{lanes[c]} * inv;"
+        writes = [f"        y[at.y + (r0 + {r}) * p(37u) + {4 * g + c} * p(38u)] = acc{r}_{g}.{lanes[c]} * inv;"
                   for g in range(dvv) for c in range(4) if 4 * g + c < dv]
         store += [f"if (r0 + {r} < rows) {{", f"        let inv = 1.0 / total{r};", *writes, "    }"]
-    return {"ROWS": str(rows), "ELEMENT": "vec4<f32>" if vec4 else "f32", "LOAD_Q": "\n    ".join(load_q),
-            "LOAD_KV": "\n        ".join(load_kv), "UPDATE": "\n        ".join(update), "STORE": "\n    ".join(store)}
+    return {"ELEMENT": "vec4<f32>" if vec4 else "f32", "LOAD_Q": "\n    ".join(load_q),
+            "LOAD_KV": "\n            ".join(load_kv), "UPDATE": "\n            ".join(update),
+            "STORE": "\n    ".join(store)}
 
 
 @gpu_kernel("Attention")
@@ -133,18 +178,29 @@ class AttentionGpu(GpuExecution):
 
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        return AttentionLayout(step).keys + MAX_BATCH_RANK
+        """The keys, plus (tiled kernel) per tile its own iteration and at most 4 of each copy
+        loop (16 keys x 16 vec4s over 64 invocations)."""
+        keys = AttentionLayout(step).keys
+        return keys + -(-keys // TILE_KEYS) * 9 + MAX_BATCH_RANK
 
     def prepare(self) -> None:
+        from .backend import WORKGROUP
+
         step = self.step
         layout = AttentionLayout(step)
         if step.output_specs[0].size == 0:
             return
-        rows = rows_per_invocation(self.backend.context.info.adapter_type == "CPU")
-        params = layout.params(rows, step.attrs["alpha"], step.attrs["beta"])
         mask = step.inputs[MASK] if layout.has_mask else step.inputs[Q]
         tensors = [step.inputs[0], step.inputs[1], step.inputs[2], mask, step.outputs[0]]
-        invocations = layout.batch_count * params[3]
-        self.dispatch(KERNEL, tensors, params, invocations,
-                      text=kernel_text(layout.d, layout.dv, rows, layout.vec4_reads()))
-
+        cpu = self.backend.context.info.adapter_type == "CPU"
+        variant = kernel_variant(cpu)
+        alpha, beta = step.attrs["alpha"], step.attrs["beta"]
+        if variant == "tiled":  # a workgroup of WORKGROUP rows; the kernel reads WG
+            params = layout.params(WORKGROUP, alpha, beta)
+            text = tiled_kernel_text(layout.d, layout.dv, layout.vec4_reads())
+            self.dispatch(KERNELS[variant], tensors, params, layout.batch_count * params[3] * WORKGROUP, text=text)
+            return
+        rows = rows_per_invocation(cpu)
+        params = layout.params(rows, alpha, beta)
+        text = kernel_text(layout.d, layout.dv, rows, layout.vec4_reads())
+        self.dispatch(KERNELS[variant], tensors, params, layout.batch_count * params[3], text=text)

@@ -14,12 +14,7 @@
 // 39 alpha, 40 beta (f32 bits).
 // Q, K and V are read as vec4s where their head axes are contiguous and every offset is a
 // multiple of 4 (ELEMENT vec4<f32>: a quarter of the loads), else as f32s.
-@group(0) @binding(0) var<storage, read_write> q: array<{{ELEMENT}}>;
-@group(0) @binding(1) var<storage, read_write> k: array<{{ELEMENT}}>;
-@group(0) @binding(2) var<storage, read_write> v: array<{{ELEMENT}}>;
-@group(0) @binding(3) var<storage, read_write> mask: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<uniform> params: Params;
+// include: matmul/attention_operands.wgsl
 override WG: u32 = 64u;
 const ROWS = {{ROWS}};
 
@@ -31,22 +26,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let r0 = i32(id % blocks) * ROWS;
-    var rest = id / blocks;
-    var qo = 0;
-    var ko = 0;
-    var vo = 0;
-    var mo = 0;
-    var yo = 0;
-    for (var d = 3; d >= 0; d--) {
-        let size = pu(4u + u32(d));
-        let coord = i32(rest % size);
-        rest = rest / size;
-        qo += coord * p(8u + u32(d));
-        ko += coord * p(12u + u32(d));
-        vo += coord * p(16u + u32(d));
-        mo += coord * p(20u + u32(d));
-        yo += coord * p(24u + u32(d));
-    }
+    let at = batch_offsets(id / blocks);
     let rows = p(0u);
     let keys = p(1u);
     let alpha = pf(39u);
@@ -59,13 +39,4 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         {{UPDATE}}
     }
     {{STORE}}
-}
-
-// Score of query row `row` (its vec4s already scaled by alpha) against key j: the dot product
-// plus beta times the mask, when there is one.
-fn masked(score: f32, row: i32, j: i32, mo: i32, beta: f32, has_mask: bool) -> f32 {
-    if (has_mask) {
-        return score + beta * mask[mo + row * p(34u) + j * p(35u)];
-    }
-    return score;
 }

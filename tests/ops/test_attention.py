@@ -176,6 +176,41 @@ def test_rows_per_invocation(rows, monkeypatch):
                 backends=[f"wgpu:{a['index']}" for a in ADAPTERS])
 
 
+@needs_gpu
+@pytest.mark.parametrize("variant", ["rows", "tiled"])
+@pytest.mark.parametrize("b, s_q, s_k, heads, d, dv, mask, k_as_heads", [
+    (2, 70, 37, 2, 8, None, (2, 1, 70, 37), False),  # 2 groups of 64 rows, 3 tiles of 16 keys (the last of 5)
+    (1, 9, 17, 1, 6, 12, (1, 1, 1, 17), False),  # heads of 6 and 12: read one by one, lanes past them zero
+    (2, 5, 6, 2, 8, None, None, True),  # K not contiguous along the head
+    (1, 3, 20, 1, 64, None, None, False),  # the widest head: 16 vec4s per tile row
+])
+def test_kernel_variants(variant, b, s_q, s_k, heads, d, dv, mask, k_as_heads, monkeypatch):
+    """Both kernels (rows: CPU adapters; tiled, with workgroup memory: real GPUs) on every adapter
+    here, against onnxruntime."""
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", variant)
+    model, feeds = attention_model(b, s_q, s_k, heads, d, dv, mask=mask, k_as_heads=k_as_heads)
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5,
+                backends=[f"wgpu:{a['index']}" for a in ADAPTERS])
+    session = session_for(model, f"wgpu:{ADAPTERS[0]['index']}")
+    session.run(None, feeds)
+    paths = [d.kernel.path for seg in session.session.segments for _, ex in seg.steps
+             for d in getattr(ex, "dispatches", [])]
+    assert paths == [f"matmul/{'attention' if variant == 'rows' else 'attention_tiled'}.wgsl"]
+
+
+def test_kernel_variant_rule(monkeypatch):
+    from wgnn.backends.wgpu.attention import kernel_variant
+    from wgnn.engine.errors import WgnnError
+
+    monkeypatch.delenv("WGNN_ATTENTION_VARIANT", raising=False)
+    assert (kernel_variant(cpu=True), kernel_variant(cpu=False)) == ("rows", "tiled")
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "tiled")
+    assert kernel_variant(cpu=True) == "tiled"
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "flash")
+    with pytest.raises(WgnnError, match="WGNN_ATTENTION_VARIANT='flash': expected one of rows, tiled"):
+        kernel_variant(cpu=True)
+
+
 @pytest.mark.parametrize("q, k, v, k_perm", [
     ((3, 7, 8), (3, 5, 8), (3, 5, 6), [0, 2, 1]),  # one head: rank 3, K transposed by its Transpose
     ((7, 8), (5, 8), (5, 4), [1, 0]),  # no batch axis at all
