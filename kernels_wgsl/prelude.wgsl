@@ -15,6 +15,10 @@ fn pf(i: u32) -> f32 {
     return bitcast<f32>(p(i));
 }
 
+fn is_nan_f32(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
 // Linear invocation index over a 2-D dispatch grid (65535 workgroups per dimension limit).
 fn linear_id(gid: vec3<u32>, nwg: vec3<u32>, wg: u32) -> u32 {
     return gid.x + gid.y * nwg.x * wg;

@@ -1,6 +1,7 @@
 """Norm family on the GPU (float32): BatchNorm element-wise; InstanceNorm, LayerNorm, RMSNorm
 (layer_norm.wgsl without the mean pass; layer_norm_vec4.wgsl where rows and their scale and bias
-are whole contiguous vec4s), GroupNorm, LpNorm and MeanVarianceNorm with one
+are whole contiguous vec4s, layer_norm_workgroup.wgsl for those rows with a workgroup per row on
+real GPUs and where a row is too long for one invocation on llvmpipe), GroupNorm, LpNorm and MeanVarianceNorm with one
 invocation per normalized row (a loop over the row; fine on software adapters, where shader
 memory access dominates, and simple everywhere); LRN with 4 spatial elements of one channel per
 invocation, looping over the channel window. All linear, one dispatch each.
@@ -14,10 +15,11 @@ import math
 
 from ...engine.geometry import contiguous_strides
 from ..base import Step
-from .backend import GpuExecution, gpu_kernel
+from .backend import WORKGROUP, GpuExecution, gpu_kernel
 from .conv import ceil_div, known, pack_channels
 from .elementwise import feature_map_text
 from .matmul import broadcast_strides, merge_axes
+from .reduce import workgroup_iterations, workgroup_per_row
 
 MAX_RANK = 6  # normalized axes of a broadcast LayerNorm scale/bias (prelude strided_offset)
 
@@ -103,19 +105,35 @@ class LayerNormLayout:
                        else [0] * len(normalized))
         self.shape, self.strides = merge_axes(list(normalized), strides)
 
-    def kernel(self) -> str:
-        """layer_norm_vec4.wgsl where rows are whole vec4s and scale and bias contiguous vectors
-        along them (on lavapipe zoo bert's five at 2 x 64 tokens: 246 against 505 us, the model x0.90),
-        else layer_norm.wgsl."""
+    def whole_vec4s(self) -> bool:
+        """Rows of whole vec4s, scale and bias contiguous vectors along them (the usual (D,) case)."""
         contiguous = len(self.shape) == 1 and all(s == [1] for s in self.strides[:1 + self.has_bias])
-        return "norm/layer_norm_vec4.wgsl" if contiguous and self.size % 4 == 0 else "norm/layer_norm.wgsl"
+        return contiguous and self.size % 4 == 0
+
+    def passes(self, rms: bool) -> int:
+        return 2 if rms else 3  # (mean,) variance and write
+
+    def kernel(self, by_workgroup: bool) -> str:
+        """layer_norm_vec4.wgsl where rows are whole vec4s (on lavapipe zoo bert's five at 2 x 64
+        tokens: 246 against 505 us, the model x0.90), layer_norm_workgroup.wgsl for those with a
+        workgroup per row, else layer_norm.wgsl."""
+        if not self.whole_vec4s():
+            return "norm/layer_norm.wgsl"
+        return "norm/layer_norm_workgroup.wgsl" if by_workgroup else "norm/layer_norm_vec4.wgsl"
+
+    def loop_iterations(self, rms: bool) -> int:
+        """An invocation's loop iterations in the kernel with the fewest: a workgroup per row where
+        rows are whole vec4s, else an invocation's walk over its row."""
+        if self.whole_vec4s():
+            return workgroup_iterations(self.size // 4, self.passes(rms), self.passes(rms) - 1)
+        return self.passes(rms) * self.size + 16
 
 
 @gpu_kernel("LayerNorm")
 class LayerNormGpu(GpuExecution):
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        return 3 * LayerNormLayout(step).size + 16  # mean, variance and write passes
+        return LayerNormLayout(step).loop_iterations(step.op.op_type == "RMSNorm")
 
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:
@@ -147,16 +165,15 @@ class LayerNormGpu(GpuExecution):
         # Absent bias / statistics bind a stand-in (scale / Y) that the kernel never touches.
         tensors = [step.inputs[0], step.inputs[1], step.inputs[2] if layout.has_bias else step.inputs[1],
                    outputs[0]] + [name or outputs[0] for name in outputs[1:3]]
-        self.dispatch(layout.kernel(), tensors, params, layout.rows)
+        by_workgroup = workgroup_per_row(self, layout.passes(bool(rms)) * layout.size + 16)
+        kernel = layout.kernel(by_workgroup)
+        invocations = layout.rows * WORKGROUP if kernel == "norm/layer_norm_workgroup.wgsl" else layout.rows
+        self.dispatch(kernel, tensors, params, invocations)
 
 
 @gpu_kernel("RMSNorm")
 class RMSNormGpu(LayerNormGpu):
     """layer_norm.wgsl with its RMS flag: no bias, no statistics outputs, no mean pass."""
-
-    @classmethod
-    def loop_iterations(cls, step: Step) -> int:
-        return 2 * LayerNormLayout(step).size + 16
 
     @classmethod
     def unsupported_reason(cls, step: Step) -> str | None:

@@ -3,14 +3,16 @@ elements (kernels_wgsl/reduce/). Adding a kind is one row in a table here."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
 from ...engine.ops.reduce import reduced_axes
 from ..base import Step
 from ..numpy.reduce import _empty_identity
-from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel, wgsl_type
+from .backend import LOOP_BUDGET, WORKGROUP, GpuExecution, gpu_kernel, wgsl_type
 
 MAX_RANK = 6
 NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
@@ -43,6 +45,33 @@ INT_KINDS = {
     "sum_square": ("0", "acc + v * v", "a + b", "acc"),
 }
 # Constant 8-trip inner loops are unrolled by drivers and do not count against LOOP_BUDGET.
+ROW_KERNEL_ENV = "WGNN_ROW_KERNEL"
+ROW_KERNELS = ("invocation", "workgroup")
+TREE_ITERATIONS = 8  # loop iterations of one reduce/workgroup_tree.wgsl reduction (strides 128 .. 1)
+
+
+def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int) -> bool:
+    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm) gives each row a workgroup of
+    WORKGROUP invocations rather than one invocation: WGNN_ROW_KERNEL=invocation|workgroup if set;
+    else on real GPUs, where a row per invocation leaves most of them idle and has each SIMD group
+    read rows far apart; on CPU adapters (lavapipe: one invocation's loop over a row is as fast as
+    the row spread over a SIMD group, and needs no barriers) only where one invocation's loops
+    (one_invocation_iterations) would pass the driver's loop limit, which overrides the setting."""
+    backend = ex.backend
+    if backend.loop_budget is not None and one_invocation_iterations > backend.loop_budget:
+        return True
+    chosen = os.environ.get(ROW_KERNEL_ENV, "").strip()
+    if chosen and chosen not in ROW_KERNELS:
+        raise WgnnError(f"{ROW_KERNEL_ENV}={chosen!r}: expected one of {', '.join(ROW_KERNELS)}")
+    if chosen:
+        return chosen == "workgroup"
+    return backend.context.info.adapter_type != "CPU"
+
+
+def workgroup_iterations(length: int, passes: int, reductions: int) -> int:
+    """Loop iterations of one invocation of a workgroup-per-row kernel: `passes` strided walks over
+    a row of `length` (vec4s or elements) and `reductions` workgroup tree reductions."""
+    return passes * (1 + -(-length // WORKGROUP)) + reductions * TREE_ITERATIONS
 
 
 def merge_dims(shape: tuple[int, ...], reduced: set[int]) -> list[tuple[int, int, bool]]:

@@ -1,11 +1,13 @@
-"""Softmax, LogSoftmax and Hardmax on the GPU: one invocation per row (kernels_wgsl/softmax/)."""
+"""Softmax, LogSoftmax and Hardmax on the GPU (kernels_wgsl/softmax/): one invocation per row on CPU
+adapters (softmax.wgsl), a workgroup per row on real GPUs and where a row is too long for one
+invocation on llvmpipe (softmax_workgroup.wgsl; reduce.workgroup_per_row)."""
 from __future__ import annotations
 
 import math
 
 from ..base import Step
-from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel
-from .reduce import loop_iterations
+from .backend import LOOP_BUDGET, WORKGROUP, GpuExecution, gpu_kernel
+from .reduce import loop_iterations, workgroup_iterations, workgroup_per_row
 
 KIND_IDS = {"softmax": 0, "logsoftmax": 1, "hardmax": 2}
 
@@ -31,8 +33,8 @@ class SoftmaxGpu(GpuExecution):
         if x.dtype != "float32":
             return f"{kind} on {x.dtype}"
         _, length, _ = row_layout(x.shape, step.attrs["axis"], bool(step.attrs["legacy_flatten"]))
-        if loop_iterations(1, length, 2 if kind == "hardmax" else 3) > LOOP_BUDGET:
-            return f"rows of {length} elements need a multi-pass kernel (one invocation per row)"
+        if workgroup_iterations(length, 3, 2) > LOOP_BUDGET:
+            return f"rows of {length} elements need a multi-pass kernel (a workgroup per row)"
         return None
 
     def prepare(self) -> None:
@@ -41,5 +43,9 @@ class SoftmaxGpu(GpuExecution):
         if x.size == 0:
             return
         rows, length, inner = row_layout(x.shape, step.attrs["axis"], bool(step.attrs["legacy_flatten"]))
-        self.dispatch("softmax/softmax.wgsl", [step.inputs[0], step.outputs[0]], [rows, length, inner], rows,
-                      text={"KIND": str(KIND_IDS[step.attrs["kind"]])})
+        kind = step.attrs["kind"]
+        tensors, params, text = [step.inputs[0], step.outputs[0]], [rows, length, inner], {"KIND": str(KIND_IDS[kind])}
+        if workgroup_per_row(self, loop_iterations(1, length, 2 if kind == "hardmax" else 3)):
+            self.dispatch("softmax/softmax_workgroup.wgsl", tensors, params, rows * WORKGROUP, text=text)
+        else:
+            self.dispatch("softmax/softmax.wgsl", tensors, params, rows, text=text)

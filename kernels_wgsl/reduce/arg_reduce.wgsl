@@ -13,10 +13,6 @@ var<private> best: {{T}};
 var<private> best_nan: bool;
 var<private> best_index: u32;
 
-fn is_nan_f32(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 fn nan_of(v: {{T}}) -> bool {
     return {{IS_NAN}};
 }

@@ -21,10 +21,6 @@ fn is_finite_f32(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
 }
 
-fn is_nan_f32(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // floor(sqrt(s)) of a non-negative integer, exact (the numpy backend takes a float64 sqrt and
 // truncates; f32 sqrt alone can land one below a perfect square).
 fn isqrt_i32(s: i32) -> i32 {

@@ -19,10 +19,6 @@ var<private> total: f32;
 var<private> part: f32;
 var<private> log_total: f32;
 
-fn is_nan_f32(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 // Pass 0: maximum and its index; pass 1: sum of exponentials (8 at a time); pass 2: the output.
 fn visit(pass_id: u32, i: u32) {
     let at = first + i * inner;
