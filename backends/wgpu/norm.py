@@ -165,7 +165,7 @@ class LayerNormGpu(GpuExecution):
         # Absent bias / statistics bind a stand-in (scale / Y) that the kernel never touches.
         tensors = [step.inputs[0], step.inputs[1], step.inputs[2] if layout.has_bias else step.inputs[1],
                    outputs[0]] + [name or outputs[0] for name in outputs[1:3]]
-        by_workgroup = workgroup_per_row(self, layout.passes(bool(rms)) * layout.size + 16)
+        by_workgroup = workgroup_per_row(self, layout.passes(bool(rms)) * layout.size + 16, layout.size // 4)
         kernel = layout.kernel(by_workgroup)
         invocations = layout.rows * WORKGROUP if kernel == "norm/layer_norm_workgroup.wgsl" else layout.rows
         self.dispatch(kernel, tensors, params, invocations)

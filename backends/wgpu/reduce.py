@@ -50,13 +50,15 @@ ROW_KERNELS = ("invocation", "workgroup")
 TREE_ITERATIONS = 8  # loop iterations of one reduce/workgroup_tree.wgsl reduction (strides 128 .. 1)
 
 
-def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int) -> bool:
-    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm) gives each row a workgroup of
-    WORKGROUP invocations rather than one invocation: WGNN_ROW_KERNEL=invocation|workgroup if set;
-    else on real GPUs, where a row per invocation leaves most of them idle and has each SIMD group
-    read rows far apart; on CPU adapters (lavapipe: one invocation's loop over a row is as fast as
-    the row spread over a SIMD group, and needs no barriers) only where one invocation's loops
-    (one_invocation_iterations) would pass the driver's loop limit, which overrides the setting."""
+def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int, row_length: int) -> bool:
+    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm, Reduce) gives each row (or output) a
+    workgroup of WORKGROUP invocations rather than one invocation: WGNN_ROW_KERNEL=invocation|
+    workgroup if set; else on real GPUs where a row holds at least WORKGROUP elements (a row per
+    invocation leaves most of the GPU idle and has each SIMD group read rows far apart; shorter
+    rows would leave most of a workgroup idle instead); on CPU adapters (lavapipe: one invocation's
+    loop over a row is as fast as the row spread over a SIMD group, and needs no barriers) only
+    where one invocation's loops (one_invocation_iterations) would pass the driver's loop limit,
+    which overrides the setting."""
     backend = ex.backend
     if backend.loop_budget is not None and one_invocation_iterations > backend.loop_budget:
         return True
@@ -65,13 +67,28 @@ def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int) -> bool:
         raise WgnnError(f"{ROW_KERNEL_ENV}={chosen!r}: expected one of {', '.join(ROW_KERNELS)}")
     if chosen:
         return chosen == "workgroup"
-    return backend.context.info.adapter_type != "CPU"
+    return backend.context.info.adapter_type != "CPU" and row_length >= WORKGROUP
 
 
 def workgroup_iterations(length: int, passes: int, reductions: int) -> int:
     """Loop iterations of one invocation of a workgroup-per-row kernel: `passes` strided walks over
     a row of `length` (vec4s or elements) and `reductions` workgroup tree reductions."""
     return passes * (1 + -(-length // WORKGROUP)) + reductions * TREE_ITERATIONS
+
+
+def reduce_pieces(outer: int, length: int) -> tuple[int, int]:
+    """(pieces, elements per piece) the walked dim is cut into for reduce_workgroup.wgsl: enough
+    that the outer rows x pieces give every invocation of the workgroup a share."""
+    pieces = min(length, max(1, -(-WORKGROUP // max(outer, 1))))
+    piece = -(-length // pieces) if length else 0
+    return (-(-length // piece) if piece else 1), piece
+
+
+def workgroup_reduce_iterations(outer: int, length: int, passes: int) -> int:
+    """Loop iterations of one invocation of reduce_workgroup.wgsl."""
+    pieces, piece = reduce_pieces(outer, length)
+    items = -(-outer * pieces // WORKGROUP)
+    return passes * (items * (1 + loop_iterations(1, piece)) + 1 + TREE_ITERATIONS)
 
 
 def merge_dims(shape: tuple[int, ...], reduced: set[int]) -> list[tuple[int, int, bool]]:
@@ -134,8 +151,8 @@ class ReduceGpu(GpuExecution):
         if step.output_specs[0].size and x.size == 0 and identity_word(kind, x.dtype) is None:
             return f"the {kind} of nothing on {x.dtype} does not fit the GPU's int32"
         rows = math.prod(d[0] for d in others)
-        if loop_iterations(rows, length, 2 if kind == "log_sum_exp" else 1) > LOOP_BUDGET:
-            return f"{rows * length} elements per output need a multi-pass reduction (one invocation per output)"
+        if workgroup_reduce_iterations(rows, length, 2 if kind == "log_sum_exp" else 1) > LOOP_BUDGET:
+            return f"{rows * length} elements per output need a multi-pass reduction (a workgroup per output)"
         return None
 
     def prepare(self) -> None:
@@ -143,15 +160,23 @@ class ReduceGpu(GpuExecution):
         x, out = step.input_specs[0], step.output_specs[0]
         kind = step.attrs["kind"]
         kept, (length, stride), others = reduce_layout(step)
-        count = length * math.prod(d[0] for d in others)
-        params = [out.size, count, length, stride, identity_word(kind, x.dtype) or 0, 0, 0, 0]
+        outer = math.prod(d[0] for d in others)
+        count = length * outer
+        passes = 2 if kind == "log_sum_exp" else 1
+        by_workgroup = workgroup_per_row(self, loop_iterations(outer, length, passes), count)
+        pieces, piece = reduce_pieces(outer, length) if by_workgroup else (0, 0)
+        params = [out.size, count, length, stride, identity_word(kind, x.dtype) or 0, pieces, piece, 0]
         params += padded([d[0] for d in kept], 1) + padded([d[1] for d in kept], 0)
         params += padded([d[0] for d in others], 1) + padded([d[1] for d in others], 0)
         t = wgsl_type(x.dtype)
         init, combine, merge, final = (FLOAT_KINDS if t == "f32" else INT_KINDS)[kind]
         text = {"T": t, "INIT": init, "COMBINE": combine, "MERGE": merge, "FINAL": final,
                 "SHIFTED": "true" if kind == "log_sum_exp" else "false"}
-        self.dispatch("reduce/reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)
+        if by_workgroup:
+            self.dispatch("reduce/reduce_workgroup.wgsl", [step.inputs[0], step.outputs[0]], params,
+                          out.size * WORKGROUP, text=text)
+        else:
+            self.dispatch("reduce/reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)
 
 
 @gpu_kernel("ArgReduce")

@@ -45,7 +45,7 @@ class SoftmaxGpu(GpuExecution):
         rows, length, inner = row_layout(x.shape, step.attrs["axis"], bool(step.attrs["legacy_flatten"]))
         kind = step.attrs["kind"]
         tensors, params, text = [step.inputs[0], step.outputs[0]], [rows, length, inner], {"KIND": str(KIND_IDS[kind])}
-        if workgroup_per_row(self, loop_iterations(1, length, 2 if kind == "hardmax" else 3)):
+        if workgroup_per_row(self, loop_iterations(1, length, 2 if kind == "hardmax" else 3), length):
             self.dispatch("softmax/softmax_workgroup.wgsl", tensors, params, rows * WORKGROUP, text=text)
         else:
             self.dispatch("softmax/softmax.wgsl", tensors, params, rows, text=text)

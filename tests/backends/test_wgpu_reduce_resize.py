@@ -43,13 +43,24 @@ def test_long_rows_past_the_loop_limit():
 
 def test_too_long_rows_are_refused():
     x = rng.standard_normal(600000).astype(np.float32)
-    for op, attrs, opset in (("ReduceMax", {}, 18), ("ArgMax", {}, 13)):
-        reasons = against_numpy(op, [x], attrs, opset=opset)
-        assert reasons and all("multi-pass" in r for r in reasons), reasons
-    # Softmax gives a row a workgroup: 64 times longer rows still run on the GPU.
+    reasons = against_numpy("ArgMax", [x], {}, opset=13)
+    assert reasons and all("multi-pass" in r for r in reasons), reasons
+    # Softmax and Reduce give a row (an output) a workgroup: 64 times longer rows run on the GPU.
     x = rng.standard_normal(1_400_000).astype(np.float32)
     reasons = against_numpy("Softmax", [x], {"axis": 0}, opset=13, atol=1e-9)
     assert reasons and all("multi-pass" in r for r in reasons), reasons
+    from types import SimpleNamespace
+
+    from wgnn.backends.wgpu.reduce import ReduceGpu
+    from wgnn.engine.ops.base import TensorSpec
+
+    def reduce_max(elements):
+        return SimpleNamespace(input_specs=[TensorSpec((elements,), "float32")],
+                               output_specs=[TensorSpec((1,), "float32")],
+                               attrs={"kind": "max", "axes": [0], "noop_with_empty_axes": 0})
+
+    assert ReduceGpu.unsupported_reason(reduce_max(20_000_000)) is None
+    assert "multi-pass" in ReduceGpu.unsupported_reason(reduce_max(40_000_000))
 
 
 def test_nan_like_numpy():

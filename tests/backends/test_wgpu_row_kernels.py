@@ -1,8 +1,9 @@
-"""Row-wise kernels with a workgroup per row (softmax_workgroup.wgsl, layer_norm_workgroup.wgsl:
-real GPUs' choice, and llvmpipe's for rows too long for one invocation) and with an invocation per
-row (CPU adapters), forced by WGNN_ROW_KERNEL on every adapter here, against the reference: rows
-shorter and longer than a workgroup, strided rows, ties and NaN for the first maximum, statistics
-outputs; the rule that picks them."""
+"""Row-wise kernels with a workgroup per row or output (softmax_workgroup, layer_norm_workgroup,
+reduce_workgroup: real GPUs' choice, and llvmpipe's for rows too long for one invocation) and with
+an invocation per row (CPU adapters), forced by WGNN_ROW_KERNEL on every adapter here, against the
+reference: rows shorter and longer than a workgroup, strided rows, reductions over several
+separate axes, every reduce kind on floats and integers, ties and NaN for the first maximum,
+statistics outputs; the rule that picks them."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -74,6 +75,38 @@ def test_layer_norm(row_kernel, shape, axis):
     assert kernel_paths("LayerNormalization", inputs, {"axis": axis}, outputs=3, opset=17) == [kernel]
 
 
+FLOAT_REDUCES = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                 "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("shape, axes", [
+    ((3, 300), [1]),  # one output per row, 300 walked elements cut into pieces
+    ((2, 5, 3, 7), [1, 3]),  # two separate reduced axes: outer rows of the walked one
+    ((70, 4, 2), [0]),  # a walked dim 8 apart
+    ((2, 3), [0, 1]),  # fewer elements than invocations
+])
+def test_reduce(row_kernel, shape, axes):
+    x = (1.0 + 0.05 * r(*shape)).astype(np.float32)  # near 1: ReduceLogSum finite, ReduceProd far from overflow
+    for op in FLOAT_REDUCES:
+        check_op(op, [x, Const(np.array(axes, np.int64))], opset=18, backends=GPUS, **TOL)
+    ints = rng.integers(-50, 50, shape).astype(np.int32)
+    for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
+        check_op(op, [ints, Const(np.array(axes, np.int64))], opset=18, backends=GPUS)
+    kernel = {"invocation": "reduce/reduce.wgsl", "workgroup": "reduce/reduce_workgroup.wgsl"}[row_kernel]
+    assert kernel_paths("ReduceSum", [x, Const(np.array(axes, np.int64))], {}) == [kernel]
+
+
+def test_reduce_nan_and_empty(row_kernel):
+    x = r(3, 130)
+    x[1, 77] = np.nan
+    x[2, :] = -np.inf
+    for op in ("ReduceMax", "ReduceMin", "ReduceSum"):
+        check_op(op, [x, Const(np.array([1], np.int64))], opset=18, backends=GPUS, **TOL)
+    # (the reference's LogSumExp of a row of -inf is NaN, from -inf - -inf; wgnn's is log(0) = -inf)
+    check_op("ReduceLogSumExp", [x[:2], Const(np.array([1], np.int64))], opset=18, backends=GPUS, **TOL)
+    check_op("ReduceSum", [np.zeros((3, 0), np.float32), Const(np.array([1], np.int64))], opset=18, backends=GPUS)
+
+
 def test_rows_too_long_for_one_invocation_take_a_workgroup(monkeypatch):
     """Past llvmpipe's loop limit for one invocation, whatever the setting: no CPU fallback."""
     monkeypatch.setenv("WGNN_ROW_KERNEL", "invocation")
@@ -82,11 +115,14 @@ def test_rows_too_long_for_one_invocation_take_a_workgroup(monkeypatch):
              backends=GPUS, rtol=1e-4, atol=1e-4)
     x = r(1, 600000)
     check_op("Softmax", [x], {"axis": -1}, opset=13, backends=GPUS, rtol=1e-4, atol=1e-9)
+    axis = Const(np.array([1], np.int64))
+    check_op("ReduceSum", [x, axis], opset=18, backends=GPUS, rtol=1e-4, atol=1e-2)
     for adapter in gpu_adapters():
         if "llvmpipe" in adapter["name"].lower():
-            session = session_for(make_model("Softmax", [x], {"axis": -1}, opset=13), f"wgpu:{adapter['index']}")
-            session.run(None, {"in0": x})
-            assert session.report()["fallbacks"] == []
+            for model in (make_model("Softmax", [x], {"axis": -1}, opset=13), make_model("ReduceSum", [x, axis])):
+                session = session_for(model, f"wgpu:{adapter['index']}")
+                session.run(None, {"in0": x})
+                assert session.report()["fallbacks"] == []
 
 
 def test_the_rule(monkeypatch):
@@ -98,12 +134,13 @@ def test_the_rule(monkeypatch):
         return SimpleNamespace(backend=SimpleNamespace(loop_budget=loop_budget, context=SimpleNamespace(info=info)))
 
     monkeypatch.delenv("WGNN_ROW_KERNEL", raising=False)
-    assert not workgroup_per_row(execution("CPU", 60000), 100)
-    assert workgroup_per_row(execution("CPU", 60000), 70000)  # past the loop limit
-    assert workgroup_per_row(execution("DiscreteGPU", None), 100)
+    assert not workgroup_per_row(execution("CPU", 60000), 100, 1000)
+    assert workgroup_per_row(execution("CPU", 60000), 70000, 1000)  # past the loop limit
+    assert workgroup_per_row(execution("DiscreteGPU", None), 100, 64)
+    assert not workgroup_per_row(execution("DiscreteGPU", None), 100, 63)  # most of a workgroup idle
     monkeypatch.setenv("WGNN_ROW_KERNEL", "invocation")
-    assert not workgroup_per_row(execution("DiscreteGPU", None), 10 ** 6)
-    assert workgroup_per_row(execution("CPU", 60000), 70000)  # the limit wins over the setting
+    assert not workgroup_per_row(execution("DiscreteGPU", None), 10 ** 6, 10 ** 6)
+    assert workgroup_per_row(execution("CPU", 60000), 70000, 8)  # the limit wins over the setting
     monkeypatch.setenv("WGNN_ROW_KERNEL", "warp")
     with pytest.raises(WgnnError, match="WGNN_ROW_KERNEL='warp': expected one of invocation, workgroup"):
-        workgroup_per_row(execution("CPU", 60000), 100)
+        workgroup_per_row(execution("CPU", 60000), 100, 1000)
