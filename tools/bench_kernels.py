@@ -3,10 +3,11 @@
 Per adapter: the FMA peak (a shader of long chains of independent vec4 FMAs), copy bandwidth (a
 shader copying one vec4 per invocation, and copy_buffer_to_buffer), the cost of a dispatch (N empty
 dispatches in one compute pass) and micro-benchmarks of wgnn's own kernels run through sessions on
-one-node models (MatMul, Conv 3x3 / 1x1, depthwise), each as GFLOP/s and a fraction of the measured
-peak, and GB/s against the shader copy's bandwidth. GPU times come from timestamp queries where the
-adapter has them; otherwise from the wall clock around submit + wait (the result says which).
-Benchmarks are tools: nothing here asserts a speed.
+small models (MatMul, Conv 3x3 / 1x1, depthwise; a transformer layer's attention, LayerNorm and
+Softmax; a ReduceSum to one output), each as GFLOP/s and a fraction of the measured peak, and GB/s
+against the shader copy's bandwidth. GPU times come from timestamp queries where the adapter has
+them; otherwise from the wall clock around submit + wait (the result says which). Benchmarks are
+tools: nothing here asserts a speed.
 """
 from __future__ import annotations
 
@@ -66,7 +67,10 @@ EMPTY_SHADER = "@compute @workgroup_size(64)\nfn main() {\n}\n"
 
 
 def kernel_cases(quick: bool) -> list[dict]:
-    """One-node models: MatMul n^3, Conv 3x3 and 1x1, depthwise 3x3 (quick: smaller sizes)."""
+    """MatMul n^3, Conv 3x3 and 1x1, depthwise 3x3; BERT-base-sized attention (12 heads of 64
+    over 128 tokens), LayerNorm and Softmax rows; a ReduceSum of 2^20 elements to one (quick:
+    smaller sizes). The last four are where real GPUs and CPU adapters run different kernels
+    (docs/gpu-backend.md): WGNN_ATTENTION_VARIANT / WGNN_ROW_KERNEL compare them on one adapter."""
     sizes = (32, 64, 128) if quick else (256, 512, 1024)
     c, hw = (16, 14) if quick else (64, 56)
     cases = [{"case": f"MatMul {n}^3", "op": "MatMul", "a": (n, n), "b": (n, n)} for n in sizes]
@@ -77,12 +81,21 @@ def kernel_cases(quick: bool) -> list[dict]:
     d = 4 * c
     cases.append({"case": f"depthwise 3x3 {d} @{hw}", "op": "Conv", "x": (1, d, hw, hw), "w": (d, 1, 3, 3),
                   "attrs": {"pads": [1, 1, 1, 1], "group": d}})
+    heads, tokens, head = (2, 32, 16) if quick else (12, 128, 64)
+    cases.append({"case": f"Attention {heads}x{tokens}x{head}", "op": "Attention", "heads": heads, "tokens": tokens,
+                  "head": head})
+    width = heads * head
+    cases.append({"case": f"LayerNorm {tokens}x{width}", "op": "LayerNorm", "x": (tokens, width)})
+    cases.append({"case": f"Softmax {heads * tokens}x{tokens}", "op": "Softmax", "x": (heads * tokens, tokens)})
+    n = 1 << (12 if quick else 20)
+    cases.append({"case": f"ReduceSum {n}->1", "op": "Reduce", "x": (n,)})
     return cases
 
 
 def case_model(case: dict) -> tuple[bytes, dict[str, np.ndarray]]:
-    """The ONNX bytes and feeds of a case: MatMul takes both operands at run time; Conv has its
-    weights and bias as initializers, as in a real model."""
+    """The ONNX bytes and feeds of a case: MatMul takes both operands at run time; Conv and
+    LayerNorm have their weights as initializers, as in a real model; Attention is the scores
+    MatMul, Softmax and context MatMul that the converter fuses."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -90,20 +103,42 @@ def case_model(case: dict) -> tuple[bytes, dict[str, np.ndarray]]:
     def value(name, shape):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
 
-    if case["op"] == "MatMul":
-        feeds = {"a": rng.standard_normal(case["a"], np.float32), "b": rng.standard_normal(case["b"], np.float32)}
-        node = helper.make_node("MatMul", ["a", "b"], ["y"])
-        inputs, inits = [value("a", case["a"]), value("b", case["b"])], []
-    else:
-        w = rng.standard_normal(case["w"], np.float32) / math.sqrt(math.prod(case["w"][1:]))
-        bias = rng.standard_normal(case["w"][0], np.float32)
-        inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias")]
-        feeds = {"x": rng.standard_normal(case["x"], np.float32)}
-        node = helper.make_node("Conv", ["x", "w", "bias"], ["y"], kernel_shape=list(case["w"][2:]), **case["attrs"])
-        inputs = [value("x", case["x"])]
-    graph = helper.make_graph([node], "bench", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    def normal(shape):
+        return rng.standard_normal(shape, np.float32)
+
+    op, inits = case["op"], []
+    if op == "MatMul":
+        feeds = {"a": normal(case["a"]), "b": normal(case["b"])}
+        nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
+    elif op == "Conv":
+        w = normal(case["w"]) / math.sqrt(math.prod(case["w"][1:]))
+        inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(normal(case["w"][0]), "bias")]
+        feeds = {"x": normal(case["x"])}
+        nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["y"], kernel_shape=list(case["w"][2:]),
+                                  **case["attrs"])]
+    elif op == "Attention":
+        shape = (1, case["heads"], case["tokens"], case["head"])
+        feeds = {name: normal(shape) for name in ("q", "k", "v")}
+        inits = [numpy_helper.from_array(np.float32(1 / math.sqrt(case["head"])), "scale")]
+        nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+                 helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
+                 helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1),
+                 helper.make_node("MatMul", ["probs", "v"], ["y"])]
+    elif op == "LayerNorm":
+        width = case["x"][-1]
+        inits = [numpy_helper.from_array(normal(width), "scale"), numpy_helper.from_array(normal(width), "bias")]
+        feeds = {"x": normal(case["x"])}
+        nodes = [helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=-1)]
+    elif op == "Softmax":
+        feeds = {"x": normal(case["x"])}
+        nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    else:  # Reduce
+        feeds = {"x": normal(case["x"])}
+        nodes = [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)]
+    graph = helper.make_graph(nodes, "bench", [value(name, x.shape) for name, x in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     return model.SerializeToString(), feeds
 

@@ -32,7 +32,8 @@ def test_quick_json_every_adapter():
         assert entry["dispatch"]["us_per_dispatch"] >= 0 and entry["dispatch"]["dispatches"] > 1
         cases = [k["case"] for k in entry["kernels"]]
         assert cases == ["MatMul 32^3", "MatMul 64^3", "MatMul 128^3", "Conv 3x3 16->16 @14", "Conv 1x1 16->64 @14",
-                         "depthwise 3x3 64 @14"]
+                         "depthwise 3x3 64 @14", "Attention 2x32x16", "LayerNorm 32x32", "Softmax 64x32",
+                         "ReduceSum 4096->1"]
         for row in entry["kernels"]:
             assert "error" not in row, row
             assert 0 < row["min_ms"] <= row["ms"] and row["flops"] > 0 and row["bytes"] > 0
@@ -42,6 +43,8 @@ def test_quick_json_every_adapter():
             assert isinstance(row["memory_bound"], bool)
             assert row["kernels"] and row["dispatches"] >= len(row["kernels"])
         assert entry["kernels"][0]["flops"] == 2 * 32 ** 3
+        attention = entry["kernels"][6]  # the converter fused the three ops: one Attention kernel
+        assert attention["dispatches"] == 1 and attention["kernels"][0].startswith("matmul/attention")
 
 
 @needs_gpu
