@@ -1,10 +1,13 @@
 """Norm family on the GPU (float32): BatchNorm element-wise; InstanceNorm, LayerNorm, RMSNorm
 (layer_norm.wgsl without the mean pass; layer_norm_vec4.wgsl where rows and their scale and bias
-are whole contiguous vec4s, layer_norm_workgroup.wgsl for those rows with a workgroup per row on
-real GPUs and where a row is too long for one invocation on llvmpipe), GroupNorm, LpNorm and MeanVarianceNorm with one
-invocation per normalized row (a loop over the row; fine on software adapters, where shader
-memory access dominates, and simple everywhere); LRN with 4 spatial elements of one channel per
-invocation, looping over the channel window. All linear, one dispatch each.
+are whole contiguous vec4s), GroupNorm, LpNorm and MeanVarianceNorm with one invocation per
+normalized row (a loop over the row; fine on software adapters, where shader memory access
+dominates, and simple everywhere); LRN with 4 spatial elements of one channel per invocation,
+looping over the channel window. All linear, one dispatch each.
+
+LayerNorm / RMSNorm on rows of whole vec4s (layer_norm_workgroup.wgsl), GroupNorm and InstanceNorm
+(group_norm_workgroup.wgsl) give a row a workgroup instead on real GPUs and where one invocation's
+loop would pass llvmpipe's limit (reduce.workgroup_per_row).
 
 BatchNorm on a 4-D feature map with per-channel parameters known at resize also runs on NC4HW4
 (batch_norm_nc4hw4.wgsl, parameters repacked as vec4 slices); it prefers linear, so it follows
@@ -77,7 +80,7 @@ class InstanceNormGpu(GpuExecution):
 
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        return 3 * math.prod(step.input_specs[0].shape[2:]) + 16  # mean, variance and write passes
+        return GroupRows(1, math.prod(step.input_specs[0].shape[2:])).loop_iterations()
 
     def prepare(self) -> None:
         step = self.step
@@ -86,9 +89,33 @@ class InstanceNormGpu(GpuExecution):
         if spatial == 0:
             return  # empty output: nothing to write
         per_channel_bias = len(step.input_specs[2].shape) == 1
-        params = [rows, x[1], spatial, float(step.attrs["epsilon"])]
-        params += [1, 0] if per_channel_bias else [spatial, 1]
-        self.dispatch("norm/instance_norm.wgsl", list(step.inputs[:3]) + [step.outputs[0]], params, rows)
+        bias_strides = [1, 0] if per_channel_bias else [spatial, 1]
+        tensors = list(step.inputs[:3]) + [step.outputs[0]]
+        if workgroup_per_row(self, GroupRows(1, spatial).one_invocation(), spatial):
+            params = [rows, x[1], 1, spatial, float(step.attrs["epsilon"]), 0, *bias_strides]
+            self.dispatch("norm/group_norm_workgroup.wgsl", tensors, params, rows * WORKGROUP)
+            return
+        params = [rows, x[1], spatial, float(step.attrs["epsilon"]), *bias_strides]
+        self.dispatch("norm/instance_norm.wgsl", tensors, params, rows)
+
+
+class GroupRows:
+    """A GroupNorm (or InstanceNorm) row: `channels` channels of `spatial` elements each."""
+
+    def __init__(self, channels: int, spatial: int):
+        self.channels, self.spatial = channels, spatial
+
+    def one_invocation(self) -> int:
+        """Loop iterations of group_norm.wgsl / instance_norm.wgsl: the mean, variance and write passes."""
+        return 3 * self.channels * self.spatial + self.channels + 16
+
+    def by_workgroup(self) -> int:
+        """Loop iterations of one invocation of group_norm_workgroup.wgsl."""
+        size = self.channels * self.spatial
+        return workgroup_iterations(size, 2, 2) + self.channels * (1 + -(-self.spatial // WORKGROUP))
+
+    def loop_iterations(self) -> int:
+        return min(self.one_invocation(), self.by_workgroup())
 
 
 class LayerNormLayout:
@@ -193,8 +220,7 @@ class GroupNormGpu(GpuExecution):
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
         x = step.input_specs[0].shape
-        channels = x[1] // step.attrs["num_groups"]
-        return 3 * channels * math.prod(x[2:]) + channels + 16  # mean, variance and write passes
+        return GroupRows(x[1] // step.attrs["num_groups"], math.prod(x[2:])).loop_iterations()
 
     def prepare(self) -> None:
         step = self.step
@@ -205,7 +231,12 @@ class GroupNormGpu(GpuExecution):
             return  # empty output: nothing to write
         params = [x[0] * groups, groups, x[1] // groups, spatial, float(step.attrs["epsilon"]),
                   int(step.attrs["per_group"])]
-        self.dispatch("norm/group_norm.wgsl", list(step.inputs[:3]) + [step.outputs[0]], params, x[0] * groups)
+        tensors = list(step.inputs[:3]) + [step.outputs[0]]
+        row = GroupRows(x[1] // groups, spatial)
+        if workgroup_per_row(self, row.one_invocation(), row.channels * spatial):
+            self.dispatch("norm/group_norm_workgroup.wgsl", tensors, params + [1, 0], x[0] * groups * WORKGROUP)
+            return
+        self.dispatch("norm/group_norm.wgsl", tensors, params, x[0] * groups)
 
 
 def _axis_split(shape, axis: int) -> tuple[int, int, int]:

@@ -75,6 +75,30 @@ def test_layer_norm(row_kernel, shape, axis):
     assert kernel_paths("LayerNormalization", inputs, {"axis": axis}, outputs=3, opset=17) == [kernel]
 
 
+@pytest.mark.parametrize("shape, groups", [((2, 6, 5, 7), 3), ((1, 4, 3, 50), 2), ((2, 3, 1, 1), 3)])
+def test_group_and_instance_norm(row_kernel, shape, groups):
+    """Rows of 2 x 35 elements, 2 x 150 (channels longer than a workgroup), a single element."""
+    c = shape[1]
+    x = r(*shape)
+    check_op("GroupNormalization", [x, Const(r(c)), Const(r(c))], {"num_groups": groups}, opset=21,
+             backends=GPUS, rtol=1e-4, atol=1e-4)
+    check_op("InstanceNormalization", [x, Const(r(c)), Const(r(c))], opset=6, backends=GPUS, rtol=1e-4, atol=1e-4)
+    kernel = {"invocation": "norm/group_norm.wgsl", "workgroup": "norm/group_norm_workgroup.wgsl"}[row_kernel]
+    assert kernel_paths("GroupNormalization", [x, Const(r(c)), Const(r(c))], {"num_groups": groups},
+                        opset=21) == [kernel]
+
+
+def test_instance_norm_bias_per_element(row_kernel):
+    """A (C, *spatial) bias (the reference takes only (C,)): against the formula."""
+    x, scale, bias = r(2, 3, 4, 5), r(3), r(3, 4, 5)
+    model = make_model("InstanceNormalization", [x, Const(scale), Const(bias)], opset=6)
+    mean = x.mean(axis=(2, 3), keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=(2, 3), keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-5) * scale[:, None, None] + bias
+    for backend in GPUS:
+        np.testing.assert_allclose(session_for(model, backend).run(None, {"in0": x})[0], want, **TOL)
+
+
 FLOAT_REDUCES = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                  "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
 
@@ -113,6 +137,8 @@ def test_rows_too_long_for_one_invocation_take_a_workgroup(monkeypatch):
     x = r(2, 40000)  # three passes of 10000 vec4s, or 30000 elements: past 60000 iterations
     check_op("LayerNormalization", [x, Const(r(40000)), Const(r(40000))], {"axis": -1}, opset=17,
              backends=GPUS, rtol=1e-4, atol=1e-4)
+    x = r(1, 4, 150, 150)  # InstanceNorm rows of 22500: three passes past the limit
+    check_op("InstanceNormalization", [x, Const(r(4)), Const(r(4))], opset=6, backends=GPUS, rtol=1e-4, atol=1e-4)
     x = r(1, 600000)
     check_op("Softmax", [x], {"axis": -1}, opset=13, backends=GPUS, rtol=1e-4, atol=1e-9)
     axis = Const(np.array([1], np.int64))
