@@ -7,7 +7,11 @@
 2. Workgroup sizes: the same ops with every candidate WG for the kernels they dispatch (only
    kernels in TUNABLE_KERNELS), timed in turn; the fastest WG is stored per kernel.
    In both, a choice other than the default must be MARGIN faster than the default to be taken.
-3. Providers: the providers probe (tuning.measure_providers) that providers=["auto"] decides by.
+3. Kernel variants: a MatMul 256^3 (blocked, subgroup where the adapter has subgroups, tiled), an
+   attention of 8 heads x 128 tokens x 64 (rows, tiled) and a LayerNorm -> Softmax over 512 rows
+   of 768 (an invocation or a workgroup per row), each variant through its own session, timed in
+   turn; a variant other than the adapter type's default must be MARGIN faster to be stored.
+4. Providers: the providers probe (tuning.measure_providers) that providers=["auto"] decides by.
 
 An op's time is the GPU time of its own steps from timestamp queries where the adapter has them
 (layout conversions excluded), else the wall time of the submission that runs it. Every variant's
@@ -39,34 +43,69 @@ def case_specs(quick: bool) -> list[dict]:
             {"case": f"Add NC4HW4 {c} @{s}", "kind": "add", "op": "Binary", "channels": c, "size": s}]
 
 
+def variant_specs(quick: bool) -> list[dict]:
+    """The cases of the kernel families with variants (tuning.VARIANTS)."""
+    m, (heads, tokens, head), (rows, width) = (32, (2, 16, 16), (16, 256)) if quick else (256, (8, 128, 64), (512, 768))
+    return [{"case": f"MatMul {m}^3", "kind": "matmul", "family": "matmul", "op": ("MatMul",), "x": (m, m)},
+            {"case": f"Attention {heads}x{tokens}x{head}", "kind": "attention", "family": "attention",
+             "op": ("Attention",), "x": (heads, tokens, head)},
+            {"case": f"LayerNorm + Softmax {rows}x{width}", "kind": "rows", "family": "rows",
+             "op": ("LayerNorm", "Softmax"), "x": (rows, width)}]
+
+
 def case_model(spec: dict):
     """The case as a wgnn Model (built in the IR: no onnx needed) and its feeds. Add takes the
-    outputs of two 1x1 convs, so both of its inputs are NC4HW4 as in a real network."""
-    from ..engine.graph import Graph, Model, Node, TensorInfo
+    outputs of two 1x1 convs, so both of its inputs are NC4HW4 as in a real network. Attention
+    takes its one input as Q, K (read transposed) and V."""
+    from ..engine.graph import Graph, Model, TensorInfo
 
     rng = np.random.default_rng(0)
-    c, s = spec["channels"], spec["size"]
+    kind = spec["kind"]
+    if kind in ("matmul", "attention", "rows"):
+        shape = spec["x"]
+        inits, nodes = _row_case(kind, shape, rng)
+    else:
+        c, s = spec["channels"], spec["size"]
+        shape = (1, c, s, s)
+        inits, nodes = _conv_case(kind, c, rng)
+    graph = Graph(nodes, [TensorInfo("x", "float32", shape)], [TensorInfo("y", "float32", None)], inits,
+                  name=spec["case"])
+    return Model(graph, source="wgnn tune"), {"x": rng.standard_normal(shape).astype(np.float32)}
+
+
+def _conv_case(kind: str, c: int, rng) -> tuple[dict, list]:
+    from ..engine.graph import Node
+
     pads = {"pads": [1, 1, 1, 1]}
     inits: dict[str, np.ndarray] = {"b": rng.standard_normal(c).astype(np.float32)}
-    kind = spec["kind"]
     if kind == "conv":
         inits["w"] = (rng.standard_normal((c, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
-        nodes = [Node("Conv", ["x", "w", "b"], ["y"], pads, "conv")]
-    elif kind == "depthwise":
+        return inits, [Node("Conv", ["x", "w", "b"], ["y"], pads, "conv")]
+    if kind == "depthwise":
         inits["w"] = (rng.standard_normal((c, 1, 3, 3)) / 3).astype(np.float32)
-        nodes = [Node("Conv", ["x", "w", "b"], ["y"], {**pads, "group": c}, "depthwise")]
-    elif kind == "pool":
-        inits.clear()
-        nodes = [Node("Pool", ["x"], ["y"], {"kind": "max", "kernel_shape": [3, 3], "strides": [2, 2], **pads},
-                      "pool")]
-    else:
-        inits["w1"] = (rng.standard_normal((c, c, 1, 1)) / math.sqrt(c)).astype(np.float32)
-        inits["w2"] = (rng.standard_normal((c, c, 1, 1)) / math.sqrt(c)).astype(np.float32)
-        nodes = [Node("Conv", ["x", "w1", "b"], ["a"], {}, "conv_a"), Node("Conv", ["x", "w2"], ["c"], {}, "conv_b"),
-                 Node("Binary", ["a", "c"], ["y"], {"kind": "add"}, "add")]
-    graph = Graph(nodes, [TensorInfo("x", "float32", (1, c, s, s))], [TensorInfo("y", "float32", None)], inits,
-                  name=spec["case"])
-    return Model(graph, source="wgnn tune"), {"x": rng.standard_normal((1, c, s, s)).astype(np.float32)}
+        return inits, [Node("Conv", ["x", "w", "b"], ["y"], {**pads, "group": c}, "depthwise")]
+    if kind == "pool":
+        return {}, [Node("Pool", ["x"], ["y"], {"kind": "max", "kernel_shape": [3, 3], "strides": [2, 2], **pads},
+                         "pool")]
+    inits["w1"] = (rng.standard_normal((c, c, 1, 1)) / math.sqrt(c)).astype(np.float32)
+    inits["w2"] = (rng.standard_normal((c, c, 1, 1)) / math.sqrt(c)).astype(np.float32)
+    return inits, [Node("Conv", ["x", "w1", "b"], ["a"], {}, "conv_a"), Node("Conv", ["x", "w2"], ["c"], {}, "conv_b"),
+                   Node("Binary", ["a", "c"], ["y"], {"kind": "add"}, "add")]
+
+
+def _row_case(kind: str, shape: tuple, rng) -> tuple[dict, list]:
+    from ..engine.graph import Node
+
+    if kind == "matmul":
+        w = (rng.standard_normal((shape[1], shape[1])) / math.sqrt(shape[1])).astype(np.float32)
+        return {"w": w}, [Node("MatMul", ["x", "w"], ["y"], {}, "matmul")]
+    if kind == "attention":
+        return {}, [Node("Attention", ["x", "x", "x"], ["y"], {"trans_k": 1, "alpha": 1 / math.sqrt(shape[-1])},
+                         "attention")]
+    width = shape[-1]
+    inits = {name: rng.standard_normal(width).astype(np.float32) for name in ("scale", "bias")}
+    return inits, [Node("LayerNorm", ["x", "scale", "bias"], ["n"], {"axis": -1}, "layer_norm"),
+                   Node("Softmax", ["n"], ["y"], {"axis": -1, "kind": "softmax"}, "softmax")]
 
 
 class TimedCase:
@@ -92,9 +131,10 @@ class TimedCase:
             self.session.run(self.feeds)
         self.backend = next(b for b in self.session.backends if hasattr(b, "enable_profiling"))
         steps = [(step, ex) for seg in self.session.segments for step, ex in seg.steps]
-        self.kernels = sorted({d.kernel.path for step, ex in steps if step.op.op_type == spec["op"]
+        self.ops = spec["op"] if isinstance(spec["op"], tuple) else (spec["op"],)
+        self.kernels = sorted({d.kernel.path for step, ex in steps if step.op.op_type in self.ops
                                for d in getattr(ex, "dispatches", [])})
-        self.workgroups = sorted({d.kernel.workgroup for step, ex in steps if step.op.op_type == spec["op"]
+        self.workgroups = sorted({d.kernel.workgroup for step, ex in steps if step.op.op_type in self.ops
                                   for d in getattr(ex, "dispatches", [])})
         self.profiler = self.backend.enable_profiling(len(steps))
 
@@ -106,7 +146,7 @@ class TimedCase:
                 total += record["wall_ms"]
                 continue
             total += sum(end - begin for step, _, begin, end in record["steps"]
-                         if begin is not None and step.op.op_type == self.spec["op"])
+                         if begin is not None and step.op.op_type in self.ops)
         return total
 
     def close(self) -> None:
@@ -189,6 +229,54 @@ def tune_workgroups(context, specs: list[dict], references: dict, storage: str, 
     return result
 
 
+VARIANT_ENVS = ("WGNN_MATMUL_VARIANT", "WGNN_ATTENTION_VARIANT", "WGNN_ROW_KERNEL")
+
+
+def refuse_forced_variants() -> None:
+    """Measuring the variants with a variable forcing one would time one kernel under every name."""
+    import os
+
+    forced = [name for name in VARIANT_ENVS if os.environ.get(name, "").strip()]
+    if forced:
+        raise WgnnError(f"{', '.join(forced)} force kernel variants: unset {'it' if len(forced) == 1 else 'them'} "
+                        "to measure the variants")
+
+
+def default_variants(context) -> dict[str, str]:
+    """Each family's variant by the adapter's type (what runs where nothing was tuned)."""
+    from ..backends.wgpu.attention import default_variant
+    from ..backends.wgpu.matmul import resolve_variant
+    from ..backends.wgpu.reduce import default_row_kernel
+
+    return {"matmul": resolve_variant(None, context), "attention": default_variant(context),
+            "rows": default_row_kernel(context)}
+
+
+def tune_variants(context, specs: list[dict], references: dict, storage: str, rounds: int, warmup: int) -> dict:
+    """Each family's variants on its case, timed in turn: {family: {case, ms, choice, default}}."""
+    from ..backends.wgpu.tuning import VARIANTS, trial_variants
+    from ..engine.config import Config
+
+    config = Config(providers=("wgpu",), adapter=context.index, storage=storage)
+    defaults = default_variants(context)
+    result = {}
+    for spec in specs:
+        family = spec["family"]
+        candidates = [v for v in VARIANTS[family] if v != "subgroup" or "subgroup" in context.features]
+        variants = {}
+        for variant in candidates:
+            with trial_variants({family: variant}):  # read while the session plans its kernels
+                variants[variant] = TimedCase(spec, config, references[spec["case"]], warmup)
+        ms = compare(variants, rounds)
+        default = defaults[family]
+        best = min(candidates, key=lambda v: ms[v])
+        if ms[best] >= ms[default] * (1 - MARGIN):
+            best = default
+        result[family] = {"case": spec["case"], "ms": ms, "choice": best, "default": default,
+                          "kernels": {v: case.kernels for v, case in variants.items()}}
+    return result
+
+
 def tune_adapter(index: int, *, quick: bool = False, rounds: int | None = None, show_progress: bool = True) -> dict:
     """Measure storage, workgroup sizes and providers on adapter `index` and store them in the cache.
     Returns what was stored plus the per-case details."""
@@ -202,16 +290,18 @@ def tune_adapter(index: int, *, quick: bool = False, rounds: int | None = None, 
     )
     from .progress import progress
 
+    refuse_forced_variants()
     context = get_context(index)
     rounds = rounds or (QUICK_ROUNDS if quick else ROUNDS)
     warmup = QUICK_WARMUP if quick else WARMUP
-    specs = case_specs(quick)
-    references = {spec["case"]: reference_output(spec) for spec in specs}
+    specs, varied = case_specs(quick), variant_specs(quick)
+    references = {spec["case"]: reference_output(spec) for spec in specs + varied}
     precisions = ["fp32"] + (["fp16"] if not quick and "shader-f16" in context.features else [])
     candidates = sorted({preferred_workgroup(context), 64}) if quick else WORKGROUP_CANDIDATES
-    steps = [("storage", p) for p in precisions] + [("workgroups", None), ("providers", None)]
+    steps = [("storage", p) for p in precisions] + [("workgroups", None), ("variants", None), ("providers", None)]
     storage: dict[str, dict] = {}
     workgroups: dict = {}
+    variants: dict = {}
     providers: dict = {}
     method = "timestamp-query" if "timestamp-query" in context.features else "wall"
     for what, precision in progress(steps, f"tuning adapter {index}", enabled=show_progress):
@@ -220,18 +310,23 @@ def tune_adapter(index: int, *, quick: bool = False, rounds: int | None = None, 
         elif what == "workgroups":
             workgroups = tune_workgroups(context, specs, references, storage["fp32"]["choice"], candidates, rounds,
                                          warmup)
+        elif what == "variants":
+            variants = tune_variants(context, varied, references, storage["fp32"]["choice"], rounds, warmup)
             sizes = {kernel: row["best"] for row in workgroups.values() for kernel in row["kernels"]}
             # Stored before the providers probe, so the probe runs with the tuned settings.
             save_entry(context.info, {
                 "storage": {p: r["choice"] for p, r in storage.items()},
                 "storage_ms": {p: r["total_ms"] for p, r in storage.items()},
-                "workgroups": sizes, "method": method, "quick": quick, "rounds": rounds,
-                "cases": {"storage": {p: r["cases"] for p, r in storage.items()}, "workgroups": workgroups}})
+                "workgroups": sizes, "variants": {family: row["choice"] for family, row in variants.items()},
+                "method": method, "quick": quick, "rounds": rounds,
+                "cases": {"storage": {p: r["cases"] for p, r in storage.items()}, "workgroups": workgroups,
+                          "variants": variants}})
         else:
             providers = measure_providers(index, rounds=rounds, warmup=warmup)
             save_entry(context.info, {"providers": providers})
     return {"index": index, "adapter": context.name, "method": method, "quick": quick, "rounds": rounds,
-            "storage": storage, "workgroups": workgroups, "providers": providers, "cache": str(cache_path())}
+            "storage": storage, "workgroups": workgroups, "variants": variants, "providers": providers,
+            "cache": str(cache_path())}
 
 
 def tune(adapters: list[int], **options) -> dict:
@@ -262,6 +357,12 @@ def format_tuning(result: dict) -> str:
             lines += [f"workgroup size (WG): median ms of the op per size (the adapter's preferred {preferred} "
                       f"unless another size is {MARGIN:.0%} faster)",
                       table(["case", "kernels", *(f"WG {s}" for s in sizes), "best"], rows), ""]
+        if entry["variants"]:
+            rows = [[family, row["case"], ", ".join(f"{v} {ms:.3f}" for v, ms in row["ms"].items()), row["choice"],
+                     row["default"]] for family, row in entry["variants"].items()]
+            lines += [f"kernel variants: median ms of the op(s) per variant (the adapter type's default unless "
+                      f"another is {MARGIN:.0%} faster)",
+                      table(["family", "case", "ms", "choice", "default"], rows), ""]
         p = entry["providers"]
         lines += [f"providers probe ({p['model']}), median ms per run over {p['rounds']} alternating runs: wgpu "
                   f"{p['wgpu_ms']:.3f}, numpy {p['numpy_ms']:.3f} -> providers=['auto'] is {p['choice']}", ""]
@@ -289,11 +390,12 @@ def format_cache(document: dict, path: str) -> str:
             common = Counter(tuned.values()).most_common(1)[0][0]
             others = [f"{k.split('/')[-1]}={v}" for k, v in sorted(tuned.items()) if v != common]
             sizes = f"all {common}" + (f" except {', '.join(others)}" if others else "")
+        variants = ", ".join(f"{family} {choice}" for family, choice in sorted(entry.get("variants", {}).items()))
         probe = entry.get("providers")
         providers = (f"{', '.join(probe['choice'])} (wgpu {probe['wgpu_ms']:.2f} ms, numpy {probe['numpy_ms']:.2f} ms)"
                      if probe else "-")
         rows.append([f"{entry['adapter']} ({entry['backend']})", entry["driver"], entry["wgnn"],
-                     entry.get("updated", "-"), storage, sizes, providers])
+                     entry.get("updated", "-"), storage, sizes, variants or "-", providers])
     return (f"{path}\n"
-            + table(["adapter", "driver", "wgnn", "measured", "storage auto", "workgroup sizes", "providers auto"],
-                    rows))
+            + table(["adapter", "driver", "wgnn", "measured", "storage auto", "workgroup sizes", "kernel variants",
+                     "providers auto"], rows))

@@ -7,7 +7,8 @@ over the scores, Y through perm_y's. The head sizes are fixed per model (the wei
 so the per-element code is written out here in vec4s (lanes past D or D_v are literal zeros) and
 the kernel loops over nothing but the keys.
 
-Two variants, chosen per adapter (WGNN_ATTENTION_VARIANT overrides, for benchmarks and tests):
+Two variants, chosen per adapter (WGNN_ATTENTION_VARIANT overrides, for benchmarks and tests;
+else the one `wgnn tune` measured faster on the adapter; else by the adapter's type):
 - "rows" (CPU adapters, e.g. lavapipe): ROWS query rows per invocation share each key's loads
   (see rows_per_invocation); no workgroup memory, no barriers.
 - "tiled" (real GPUs, kernels_wgsl/matmul/attention_tiled.wgsl): a workgroup of WG query rows
@@ -46,13 +47,21 @@ def rows_per_invocation(cpu: bool) -> int:
     return 4 if cpu else 1
 
 
-def kernel_variant(cpu: bool) -> str:
-    """WGNN_ATTENTION_VARIANT if set, else "rows" on CPU adapters and "tiled" on real GPUs (whose
-    workgroups share a memory that costs lavapipe as much as its buffers)."""
+def kernel_variant(context) -> str:
+    """WGNN_ATTENTION_VARIANT if set; else the variant wgnn tune measured faster here; else "rows"
+    on CPU adapters and "tiled" on real GPUs (whose workgroups share a memory that costs lavapipe
+    as much as its buffers)."""
+    from .tuning import tuned_variant
+
     chosen = os.environ.get(VARIANT_ENV, "").strip()
     if chosen and chosen not in KERNELS:
         raise WgnnError(f"{VARIANT_ENV}={chosen!r}: expected one of {', '.join(KERNELS)}")
-    return chosen or ("rows" if cpu else "tiled")
+    return chosen or tuned_variant(context, "attention") or default_variant(context)
+
+
+def default_variant(context) -> str:
+    """The variant where nothing was tuned: "rows" on CPU adapters, "tiled" on real GPUs."""
+    return "rows" if context.info.adapter_type == "CPU" else "tiled"
 
 
 class AttentionLayout:
@@ -192,8 +201,9 @@ class AttentionGpu(GpuExecution):
             return
         mask = step.inputs[MASK] if layout.has_mask else step.inputs[Q]
         tensors = [step.inputs[0], step.inputs[1], step.inputs[2], mask, step.outputs[0]]
-        cpu = self.backend.context.info.adapter_type == "CPU"
-        variant = kernel_variant(cpu)
+        context = self.backend.context
+        cpu = context.info.adapter_type == "CPU"
+        variant = kernel_variant(context)
         alpha, beta = step.attrs["alpha"], step.attrs["beta"]
         if variant == "tiled":  # a workgroup of WORKGROUP rows; the kernel reads WG
             params = layout.params(WORKGROUP, alpha, beta)

@@ -9,7 +9,8 @@ a part's width; at most MAX_SPLIT, bound as y, y1, y2; unused ones bind Y again)
 with the same strides. The fused residual R (input 3) has Y's shape, so R is read at the
 index Y is stored at and needs no strides; without R, A is bound in its place and a flag says so.
 
-Three kernel variants, chosen per adapter (WGNN_MATMUL_VARIANT overrides, for benchmarks/tests):
+Three kernel variants, chosen per adapter (WGNN_MATMUL_VARIANT overrides, for benchmarks/tests;
+else the one `wgnn tune` measured faster on the adapter; else by the adapter's type):
 - "subgroup" (CPU adapters with the subgroup feature, e.g. lavapipe): 8x8 outputs per invocation,
   A shared across a SIMD row by subgroup shuffles, B loaded as vec4.
 - "blocked" (other CPU adapters, e.g. llvmpipe OpenGL): the same without shuffles.
@@ -177,13 +178,16 @@ def int_scalar(value: float) -> int:
 
 
 def kernel_variant(context) -> str:
-    """The kernel for this adapter: WGNN_MATMUL_VARIANT if set; else on software (CPU) adapters the
-    subgroup kernel where the adapter has subgroups, the blocked one where not; workgroup tiling
-    on real GPUs. A forced "subgroup" on an adapter without subgroups runs "blocked"."""
+    """The kernel for this adapter: WGNN_MATMUL_VARIANT if set; else the one wgnn tune measured
+    faster here; else on software (CPU) adapters the subgroup kernel where the adapter has
+    subgroups, the blocked one where not; workgroup tiling on real GPUs. A "subgroup" on an
+    adapter without subgroups runs "blocked"."""
+    from .tuning import tuned_variant
+
     chosen = os.environ.get(VARIANT_ENV, "").strip() or None
     if chosen is not None and chosen not in KERNELS:
         raise WgnnError(f"{VARIANT_ENV}={chosen!r}: expected one of {', '.join(KERNELS)}")
-    return resolve_variant(chosen, context)
+    return resolve_variant(chosen or tuned_variant(context, "matmul"), context)
 
 
 def resolve_variant(chosen: str | None, context) -> str:

@@ -51,14 +51,17 @@ TREE_ITERATIONS = 8  # loop iterations of one reduce/workgroup_tree.wgsl reducti
 
 
 def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int, row_length: int) -> bool:
-    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm, Reduce) gives each row (or output) a
-    workgroup of WORKGROUP invocations rather than one invocation: WGNN_ROW_KERNEL=invocation|
-    workgroup if set; else on real GPUs where a row holds at least WORKGROUP elements (a row per
-    invocation leaves most of the GPU idle and has each SIMD group read rows far apart; shorter
-    rows would leave most of a workgroup idle instead); on CPU adapters (lavapipe: one invocation's
-    loop over a row is as fast as the row spread over a SIMD group, and needs no barriers) only
-    where one invocation's loops (one_invocation_iterations) would pass the driver's loop limit,
-    which overrides the setting."""
+    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm, GroupNorm, InstanceNorm, Reduce)
+    gives each row (or output) a workgroup of WORKGROUP invocations rather than one invocation:
+    WGNN_ROW_KERNEL=invocation|workgroup if set; else, for rows of at least WORKGROUP elements
+    (shorter ones would leave most of a workgroup idle), what wgnn tune measured faster on the
+    adapter, or without a measurement a workgroup on real GPUs (a row per invocation leaves most of
+    them idle and has each SIMD group read rows far apart) and an invocation on CPU adapters
+    (lavapipe: one invocation's loop over a row beats the row spread over a SIMD group, with no
+    barriers). Where one invocation's loops (one_invocation_iterations) would pass the driver's
+    loop limit, a workgroup whatever the rest says."""
+    from .tuning import tuned_variant
+
     backend = ex.backend
     if backend.loop_budget is not None and one_invocation_iterations > backend.loop_budget:
         return True
@@ -67,7 +70,13 @@ def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int, row_leng
         raise WgnnError(f"{ROW_KERNEL_ENV}={chosen!r}: expected one of {', '.join(ROW_KERNELS)}")
     if chosen:
         return chosen == "workgroup"
-    return backend.context.info.adapter_type != "CPU" and row_length >= WORKGROUP
+    preferred = tuned_variant(backend.context, "rows") or default_row_kernel(backend.context)
+    return preferred == "workgroup" and row_length >= WORKGROUP
+
+
+def default_row_kernel(context) -> str:
+    """The row kernels where nothing was tuned: "invocation" on CPU adapters, "workgroup" on real GPUs."""
+    return "invocation" if context.info.adapter_type == "CPU" else "workgroup"
 
 
 def workgroup_iterations(length: int, passes: int, reductions: int) -> int:

@@ -8,6 +8,9 @@ use it.
   the adapter's preferred size (preferred_workgroup: one SIMD group on CPU adapters, 64 elsewhere).
 - Providers: `Config(providers=["auto"])` runs a small CNN on wgpu and on numpy once per adapter
   (measure_providers), stores the medians here and picks the faster.
+- Kernel variants: MatMul (blocked, subgroup, tiled), Attention (rows, tiled) and the row-wise ops
+  (an invocation or a workgroup per row) take the variant `wgnn tune` measured faster on the
+  adapter (tuned_variant), else their rule by adapter type (CPU adapters or real GPUs).
 
 The cache file is `$WGNN_CACHE_DIR/tuning.json` (default `~/.cache/wgnn/tuning.json`); entries are
 keyed by adapter name, backend, driver string and wgnn version, so a driver or wgnn update misses
@@ -66,6 +69,11 @@ PROBE_WARMUP = 2
 _lock = threading.Lock()
 _loaded: dict[str, tuple[tuple, dict]] = {}  # cache path -> (file identity, parsed document)
 _trial: dict[str, int] | None = None  # set by trial_workgroups() while wgnn tune measures
+_trial_variants: dict[str, str] | None = None  # set by trial_variants() while wgnn tune measures
+# Kernel families with variants per adapter: family -> the variants (backends/wgpu/matmul.py,
+# attention.py, reduce.py hold the rules when nothing was tuned).
+VARIANTS = {"matmul": ("blocked", "subgroup", "tiled"), "attention": ("rows", "tiled"),
+            "rows": ("invocation", "workgroup")}
 _announced: set[tuple] = set()  # (adapter key, what) logged at INFO already
 
 
@@ -250,6 +258,32 @@ def trial_workgroups(sizes: dict[str, int]):
         yield
     finally:
         _trial = previous
+
+
+# --------------------------------------------------------------------------- kernel variants
+def tuned_variant(context, family: str) -> str | None:
+    """The variant of `family` (a VARIANTS key) wgnn tune measured faster on this adapter, the
+    candidate while wgnn tune measures, or None (the family's own rule decides)."""
+    if _trial_variants is not None:
+        return _trial_variants.get(family)
+    choice = ((cache_entry(context.info) or {}).get("variants") or {}).get(family)
+    if choice not in VARIANTS[family]:
+        return None
+    _announce(context.info, "variant", "%s kernels on %s: %s, tuned (%s)", family, context.name, choice,
+              str(cache_path()))
+    return choice
+
+
+@contextlib.contextmanager
+def trial_variants(choices: dict[str, str]):
+    """While active, tuned_variant() answers from `choices` (None for a family not named): for
+    measuring candidates. Read while a session plans, so each variant's session keeps its kernels."""
+    global _trial_variants
+    previous, _trial_variants = _trial_variants, dict(choices)
+    try:
+        yield
+    finally:
+        _trial_variants = previous
 
 
 # ---------------------------------------------------------------------------------- storage

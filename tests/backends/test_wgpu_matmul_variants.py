@@ -167,6 +167,18 @@ def test_variant_rule_and_override(monkeypatch):
         assert forced == ["matmul/matmul_subgroup.wgsl" if has_subgroups else "matmul/matmul_blocked.wgsl"]
 
 
+def test_tuned_variant_is_followed(monkeypatch, tmp_path):
+    """What wgnn tune stored for an adapter picks its kernel where no variable forces one."""
+    from wgnn.backends.wgpu.context import get_context
+    from wgnn.backends.wgpu.tuning import save_entry
+
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
+    for info in gpu_adapters():
+        save_entry(get_context(info["index"]).info, {"variants": {"matmul": "tiled"}})
+        assert _paths_for(None, f"wgpu:{info['index']}", monkeypatch) == ["matmul/matmul_tiled.wgsl"]
+        assert _paths_for("blocked", f"wgpu:{info['index']}", monkeypatch) == ["matmul/matmul_blocked.wgsl"]
+
+
 def test_bad_override_is_an_error(monkeypatch):
     monkeypatch.setenv("WGNN_MATMUL_VARIANT", "fastest")
     model, *_ = _linear_model(5, 6)

@@ -151,22 +151,28 @@ def test_rows_too_long_for_one_invocation_take_a_workgroup(monkeypatch):
                 assert session.report()["fallbacks"] == []
 
 
-def test_the_rule(monkeypatch):
+def test_the_rule(monkeypatch, tmp_path):
     from wgnn.backends.wgpu.reduce import workgroup_per_row
+    from wgnn.backends.wgpu.tuning import save_entry
     from wgnn.engine.errors import WgnnError
 
     def execution(adapter_type, loop_budget):
-        info = SimpleNamespace(adapter_type=adapter_type)
-        return SimpleNamespace(backend=SimpleNamespace(loop_budget=loop_budget, context=SimpleNamespace(info=info)))
+        info = SimpleNamespace(name=f"{adapter_type} adapter", backend="Vulkan", driver="1", adapter_type=adapter_type)
+        context = SimpleNamespace(info=info, name=info.name)
+        return SimpleNamespace(backend=SimpleNamespace(loop_budget=loop_budget, context=context))
 
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("WGNN_ROW_KERNEL", raising=False)
-    assert not workgroup_per_row(execution("CPU", 60000), 100, 1000)
-    assert workgroup_per_row(execution("CPU", 60000), 70000, 1000)  # past the loop limit
-    assert workgroup_per_row(execution("DiscreteGPU", None), 100, 64)
-    assert not workgroup_per_row(execution("DiscreteGPU", None), 100, 63)  # most of a workgroup idle
+    cpu, gpu = execution("CPU", 60000), execution("DiscreteGPU", None)
+    assert not workgroup_per_row(cpu, 100, 1000)
+    assert workgroup_per_row(cpu, 70000, 1000)  # past the loop limit
+    assert workgroup_per_row(gpu, 100, 64)
+    assert not workgroup_per_row(gpu, 100, 63)  # most of a workgroup idle
+    save_entry(cpu.backend.context.info, {"variants": {"rows": "workgroup"}})  # as wgnn tune stores it
+    assert workgroup_per_row(cpu, 100, 1000) and not workgroup_per_row(cpu, 100, 63)
     monkeypatch.setenv("WGNN_ROW_KERNEL", "invocation")
-    assert not workgroup_per_row(execution("DiscreteGPU", None), 10 ** 6, 10 ** 6)
-    assert workgroup_per_row(execution("CPU", 60000), 70000, 8)  # the limit wins over the setting
+    assert not workgroup_per_row(gpu, 10 ** 6, 10 ** 6)
+    assert workgroup_per_row(cpu, 70000, 8)  # the limit wins over the setting
     monkeypatch.setenv("WGNN_ROW_KERNEL", "warp")
     with pytest.raises(WgnnError, match="WGNN_ROW_KERNEL='warp': expected one of invocation, workgroup"):
-        workgroup_per_row(execution("CPU", 60000), 100, 1000)
+        workgroup_per_row(cpu, 100, 1000)

@@ -198,17 +198,29 @@ def test_kernel_variants(variant, b, s_q, s_k, heads, d, dv, mask, k_as_heads, m
     assert paths == [f"matmul/{'attention' if variant == 'rows' else 'attention_tiled'}.wgsl"]
 
 
-def test_kernel_variant_rule(monkeypatch):
+def test_kernel_variant_rule(monkeypatch, tmp_path):
+    """By adapter type; what wgnn tune stored for the adapter; the variable over both."""
+    from types import SimpleNamespace
+
     from wgnn.backends.wgpu.attention import kernel_variant
+    from wgnn.backends.wgpu.tuning import save_entry
     from wgnn.engine.errors import WgnnError
 
+    def context(adapter_type):
+        info = SimpleNamespace(name=f"{adapter_type} adapter", backend="Vulkan", driver="1", adapter_type=adapter_type)
+        return SimpleNamespace(info=info, name=info.name)
+
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("WGNN_ATTENTION_VARIANT", raising=False)
-    assert (kernel_variant(cpu=True), kernel_variant(cpu=False)) == ("rows", "tiled")
+    cpu, gpu = context("CPU"), context("DiscreteGPU")
+    assert (kernel_variant(cpu), kernel_variant(gpu)) == ("rows", "tiled")
+    save_entry(gpu.info, {"variants": {"attention": "rows"}})
+    assert (kernel_variant(cpu), kernel_variant(gpu)) == ("rows", "rows")
     monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "tiled")
-    assert kernel_variant(cpu=True) == "tiled"
+    assert (kernel_variant(cpu), kernel_variant(gpu)) == ("tiled", "tiled")
     monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "flash")
     with pytest.raises(WgnnError, match="WGNN_ATTENTION_VARIANT='flash': expected one of rows, tiled"):
-        kernel_variant(cpu=True)
+        kernel_variant(cpu)
 
 
 @pytest.mark.parametrize("q, k, v, k_perm", [

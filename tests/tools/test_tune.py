@@ -54,6 +54,24 @@ def test_quick_tune_show_and_clear(tmp_path):
         assert set(row["ms"]) == {str(preferred), "64"} and row["best"] in (preferred, 64)
         if preferred != 64:
             assert row["best"] == (64 if row["ms"]["64"] < row["ms"][str(preferred)] * (1 - MARGIN) else preferred)
+    # Kernel variants: every variant of each family ran its own kernels; the default (by adapter
+    # type) stays unless another is MARGIN faster.
+    variants = entry["variants"]
+    assert set(variants) == {"matmul", "attention", "rows"}
+    cpu = adapter["adapter_type"] == "CPU"
+    subgroups = "subgroup" in adapter["features"]
+    assert variants["attention"]["default"] == ("rows" if cpu else "tiled")
+    assert variants["rows"]["default"] == ("invocation" if cpu else "workgroup")
+    assert variants["matmul"]["default"] == (("subgroup" if subgroups else "blocked") if cpu else "tiled")
+    assert set(variants["matmul"]["ms"]) == {"blocked", "tiled"} | ({"subgroup"} if subgroups else set())
+    assert variants["attention"]["kernels"] == {"rows": ["matmul/attention.wgsl"],
+                                                "tiled": ["matmul/attention_tiled.wgsl"]}
+    assert variants["rows"]["kernels"]["workgroup"] == ["norm/layer_norm_workgroup.wgsl",
+                                                        "softmax/softmax_workgroup.wgsl"]
+    for row in variants.values():
+        ms, default = row["ms"], row["default"]
+        best = min(ms, key=ms.get)
+        assert row["choice"] == (best if ms[best] < ms[default] * (1 - MARGIN) else default)
     probe = entry["providers"]
     assert probe["choice"] in (["wgpu", "numpy"], ["numpy"]) and probe["wgpu_ms"] > 0 and probe["numpy_ms"] > 0
     assert (probe["choice"] == ["numpy"]) == (probe["numpy_ms"] <= probe["wgpu_ms"])
@@ -68,12 +86,14 @@ def test_quick_tune_show_and_clear(tmp_path):
     stored = document["entries"][key]
     assert stored["storage"] == {"fp32": storage["choice"]} and stored["providers"]["choice"] == probe["choice"]
     assert stored["workgroups"] == {k: row["best"] for row in entry["workgroups"].values() for k in row["kernels"]}
+    assert stored["variants"] == {family: row["choice"] for family, row in variants.items()}
 
     table = tune(tmp_path, "--show")
     assert table.returncode == 0 and str(cache) in table.stdout and adapter["driver"] in table.stdout
     assert f"fp32 {storage['choice']}" in table.stdout
     common = max(set(stored["workgroups"].values()), key=list(stored["workgroups"].values()).count)
     assert f"all {common}" in table.stdout
+    assert f"attention {variants['attention']['choice']}" in table.stdout
 
     # storage="auto" and providers=["auto"] in a new process follow what was stored.
     check = subprocess.run([sys.executable, "-c", (
@@ -112,3 +132,12 @@ def test_argument_errors(tmp_path, args, message):
     assert done.returncode == 2
     assert done.stderr.strip() == f"wgnn: error: {message}", done.stderr
     assert not (tmp_path / "tuning.json").exists()
+
+
+@needs_gpu
+def test_variables_forcing_variants_are_refused(tmp_path, monkeypatch):
+    """A variable forcing a kernel variant would make every candidate the same kernel."""
+    monkeypatch.setenv("WGNN_ROW_KERNEL", "workgroup")
+    done = tune(tmp_path, "--quick", "--adapter", "0")
+    assert done.returncode != 0
+    assert "WGNN_ROW_KERNEL force kernel variants: unset it to measure the variants" in done.stderr, done.stderr
