@@ -10,9 +10,11 @@ the kernel loops over nothing but the keys.
 Two variants, chosen per adapter (WGNN_ATTENTION_VARIANT overrides, for benchmarks and tests;
 else the one `wgnn tune` measured faster on the adapter; else by the adapter's type):
 - "rows" (CPU adapters, e.g. lavapipe): ROWS query rows per invocation share each key's loads
-  (see rows_per_invocation); no workgroup memory, no barriers.
+  (see rows_per_invocation); no workgroup memory, no barriers. Heads past ROWS_MAX_HEAD run as the
+  three ops the converter fused instead (scores MatMul, Softmax, context MatMul through two scratch
+  buffers): on lavapipe 128-wide heads took x1.4-4.0 the three kernels' time in this kernel.
 - "tiled" (real GPUs, kernels_wgsl/matmul/attention_tiled.wgsl): a workgroup of WG query rows
-  copies K and V in tiles of 16 keys to workgroup memory and every row reads them from there.
+  copies K and V in tiles of up to 16 keys to workgroup memory and every row reads them from there.
 """
 from __future__ import annotations
 
@@ -21,14 +23,18 @@ import os
 
 from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
+from ...engine.graph import Node
 from ...engine.ops.attention import MASK, MAX_HEAD, Q, read_as
+from ...engine.ops.base import OPS, TensorSpec
 from ..base import Step
-from .backend import GpuExecution, gpu_kernel
+from .backend import EXECUTIONS, WORKGROUP, GpuExecution, gpu_kernel
 from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes, stored_product
 
 KERNELS = {"rows": "matmul/attention.wgsl", "tiled": "matmul/attention_tiled.wgsl"}
 VARIANT_ENV = "WGNN_ATTENTION_VARIANT"
-TILE_KEYS = 16  # keys per workgroup-memory tile (tiled kernel): 8 KiB of K and V at 64-wide heads
+TILE_KEYS = 16  # keys per workgroup-memory tile (tiled kernel) up to 64-wide heads
+TILE_BYTES = 8192  # K and V tile bytes at most: wider heads take fewer keys per tile
+ROWS_MAX_HEAD = 64  # widest head of the rows kernel (registers; lavapipe's code generation)
 
 
 def operand_strides(step: Step, index: int, key: str) -> tuple[list[int], list[int]]:
@@ -71,6 +77,7 @@ class AttentionLayout:
         (q, qs), (k, ks), (v, vs) = (operand_strides(step, i, key) for i, key in enumerate("qkv"))
         self.rows, self.d, self.keys, self.dv = q[-2], q[-1], k[-1], v[-1]
         batch = tuple(q[:-2])
+        self.batch_shape = batch
         self.batch_count = math.prod(batch)
         _, y_strides = stored_product(step)
         self.has_mask = len(step.inputs) > MASK and bool(step.inputs[MASK])
@@ -118,6 +125,13 @@ def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
     return {"ROWS": str(rows), **row_text(d, dv, rows, vec4, keys, values)}
 
 
+def tile_keys(d: int, dv: int) -> int:
+    """Keys per tile of the tiled kernel: TILE_KEYS, fewer where K's and V's rows would pass
+    TILE_BYTES (WebGPU guarantees 16 KiB of workgroup memory)."""
+    vec4s = -(-d // 4) + -(-dv // 4)  # of a key's K and V rows
+    return max(1, min(TILE_KEYS, TILE_BYTES // (16 * vec4s)))
+
+
 def tiled_kernel_text(d: int, dv: int, vec4: bool) -> dict[str, str]:
     """The tiled kernel's text: one row's code reading key t of the tiles, and the expressions
     that copy vec4 g of key j into them (lanes past D or D_v zero where read one by one)."""
@@ -132,7 +146,7 @@ def tiled_kernel_text(d: int, dv: int, vec4: bool) -> dict[str, str]:
 
         k_vec4 = lanes(lambda c: f"k[at.k + (4 * g + {c}) * p(30u) + j * p(31u)]", "D")
         v_vec4 = lanes(lambda c: f"v[at.v + j * p(32u) + (4 * g + {c}) * p(33u)]", "DV")
-    sizes = {"TK": TILE_KEYS, "D": d, "DV": dv, "DQ": dq, "DVQ": dvv}
+    sizes = {"TK": tile_keys(d, dv), "D": d, "DV": dv, "DQ": dq, "DVQ": dvv}
     return {**{name: str(size) for name, size in sizes.items()}, "K_VEC4": k_vec4, "V_VEC4": v_vec4,
             **row_text(d, dv, 1, vec4, keys, values)}
 
@@ -179,22 +193,28 @@ class AttentionGpu(GpuExecution):
         if step.output_specs[0].dtype != "float32":
             return f"Attention on {step.output_specs[0].dtype} has no GPU kernel"
         layout = AttentionLayout(step)
-        if max(layout.d, layout.dv) > MAX_HEAD:
-            return f"head sizes {layout.d}, {layout.dv}: the GPU kernel keeps at most {MAX_HEAD} in registers"
         if len(layout.batch) > MAX_BATCH_RANK:
             return f"{len(layout.batch)} batch axes that do not merge (the kernel takes {MAX_BATCH_RANK})"
+        if max(layout.d, layout.dv) > ROWS_MAX_HEAD:  # the three products on CPU adapters (any width)
+            for sub in unfused_steps(step, "scores", "probs"):
+                reason = EXECUTIONS[sub.op.op_type].unsupported_reason(sub)
+                if reason:
+                    return f"as three ops: {reason}"
         return None
 
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        """The keys, plus (tiled kernel) per tile its own iteration and at most 4 of each copy
-        loop (16 keys x 16 vec4s over 64 invocations)."""
-        keys = AttentionLayout(step).keys
-        return keys + -(-keys // TILE_KEYS) * 9 + MAX_BATCH_RANK
+        """The fused kernels: the keys, plus (tiled) per tile its own iteration and the copy loops'
+        (tile_keys x the head's vec4s over the workgroup); the three ops: theirs."""
+        layout = AttentionLayout(step)
+        tk = tile_keys(layout.d, layout.dv)
+        copies = -(-tk * -(-layout.d // 4) // WORKGROUP) + -(-tk * -(-layout.dv // 4) // WORKGROUP)
+        fused = layout.keys + -(-layout.keys // tk) * (1 + copies) + MAX_BATCH_RANK
+        if max(layout.d, layout.dv) <= ROWS_MAX_HEAD:
+            return fused
+        return max(fused, *(EXECUTIONS[s.op.op_type].loop_iterations(s) for s in unfused_steps(step, "", "")))
 
     def prepare(self) -> None:
-        from .backend import WORKGROUP
-
         step = self.step
         layout = AttentionLayout(step)
         if step.output_specs[0].size == 0:
@@ -205,12 +225,56 @@ class AttentionGpu(GpuExecution):
         cpu = context.info.adapter_type == "CPU"
         variant = kernel_variant(context)
         alpha, beta = step.attrs["alpha"], step.attrs["beta"]
-        if variant == "tiled":  # a workgroup of WORKGROUP rows; the kernel reads WG
+        widest = max(layout.d, layout.dv)
+        if variant == "tiled" and widest <= MAX_HEAD:  # a workgroup of WORKGROUP rows; the kernel reads WG
             params = layout.params(WORKGROUP, alpha, beta)
             text = tiled_kernel_text(layout.d, layout.dv, layout.vec4_reads())
             self.dispatch(KERNELS[variant], tensors, params, layout.batch_count * params[3] * WORKGROUP, text=text)
-            return
-        rows = rows_per_invocation(cpu)
-        params = layout.params(rows, alpha, beta)
-        text = kernel_text(layout.d, layout.dv, rows, layout.vec4_reads())
-        self.dispatch(KERNELS[variant], tensors, params, layout.batch_count * params[3], text=text)
+        elif widest <= ROWS_MAX_HEAD:
+            rows = rows_per_invocation(cpu)
+            params = layout.params(rows, alpha, beta)
+            text = kernel_text(layout.d, layout.dv, rows, layout.vec4_reads())
+            self.dispatch(KERNELS["rows"], tensors, params, layout.batch_count * params[3], text=text)
+        else:
+            self._prepare_unfused(layout)
+
+    def _prepare_unfused(self, layout: AttentionLayout) -> None:
+        """The scores MatMul (alpha, the mask as its bias), Softmax over the keys and the context
+        MatMul (perm_y), through two scratch buffers of the scores' size."""
+        from .conv_paths import scratch
+
+        vec4s = -(-layout.batch_count * layout.rows * layout.keys // 4)
+        scores, probs = scratch(self, "scores", vec4s), scratch(self, "probabilities", vec4s)
+        for sub in unfused_steps(self.step, scores, probs):
+            execution = EXECUTIONS[sub.op.op_type](self.backend, sub)
+            execution.prepare()
+            self.dispatches.extend(execution.dispatches)
+
+
+def unfused_steps(step: Step, scores: str, probs: str) -> list[Step]:
+    """The three steps Attention was fused from, the scores in tensor `scores` and the
+    probabilities in `probs`: MatMul (Q', K', the mask as C), Softmax, MatMul (P, V', perm_y)."""
+    layout = AttentionLayout(step)
+    attrs = step.attrs
+    dtype = step.output_specs[0].dtype
+    scores_spec = TensorSpec((*layout.batch_shape, layout.rows, layout.keys), dtype)
+    mask = step.inputs[MASK] if layout.has_mask else ""
+    name = step.node.name
+    scores_attrs = {"perm_a": attrs["perm_q"], "trans_a": attrs["trans_q"], "perm_b": attrs["perm_k"],
+                    "trans_b": attrs["trans_k"], "alpha": attrs["alpha"], "beta": attrs["beta"]}
+    return [
+        sub_step(Node("MatMul", [step.inputs[0], step.inputs[1], mask], [scores], scores_attrs, name=f"{name}/scores"),
+                 [*step.input_specs[:2], step.input_specs[MASK] if layout.has_mask else None], [scores_spec], step),
+        sub_step(Node("Softmax", [scores], [probs], {"axis": -1, "kind": "softmax"}, name=f"{name}/softmax"),
+                 [scores_spec], [scores_spec], step),
+        sub_step(Node("MatMul", [probs, step.inputs[2]], list(step.outputs[:1]),
+                      {"perm_b": attrs["perm_v"], "trans_b": attrs["trans_v"], "perm_y": attrs["perm_y"]},
+                      name=f"{name}/context"),
+                 [scores_spec, step.input_specs[2]], list(step.output_specs[:1]), step),
+    ]
+
+
+def sub_step(node: Node, input_specs: list, output_specs: list, parent: Step) -> Step:
+    op = OPS[node.op_type]
+    return Step(node, op, op.resolve_attrs(node), list(node.inputs), list(node.outputs), input_specs, output_specs,
+                [None] * len(node.inputs), backend=parent.backend)

@@ -16,10 +16,10 @@ from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, regis
 from .matmul import permuted
 
 Q, K, V, MASK = 0, 1, 2, 3
-# The converter fuses heads up to this size: the GPU kernel keeps query rows and their sums (D and
-# D_v floats each) in registers, and its code generation on lavapipe grows with them (2.3 s at 64,
-# on a machine's first run only).
-MAX_HEAD = 64
+# The converter fuses heads up to this size: the GPU kernels keep a query row and its sums (D and
+# D_v floats each) in registers (backends/wgpu/attention.py: past 64 on CPU adapters the op runs as
+# its three products instead).
+MAX_HEAD = 256
 
 
 def read_as(values, perm: list[int], trans: int) -> list[int]:

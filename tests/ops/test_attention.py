@@ -102,12 +102,12 @@ def test_keys_not_contiguous_along_the_head_are_read_one_by_one():
 
 
 def test_patterns_left_alone():
-    """Probabilities read elsewhere, a head wider than 64, a softmax over another axis."""
+    """Probabilities read elsewhere, a head wider than 256, a softmax over another axis."""
     model, feeds = attention_model(1, 4, 4, 2, 8)
     model.graph.output.append(helper.make_tensor_value_info("probs", TensorProto.FLOAT, None))
     assert attention_nodes(model) == []
     check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
-    model, _ = attention_model(1, 4, 4, 1, 72)
+    model, _ = attention_model(1, 4, 4, 1, 260)
     assert attention_nodes(model) == []
     model, feeds = attention_model(1, 4, 4, 2, 8)
     next(n for n in model.graph.node if n.op_type == "Softmax").attribute[0].i = 2
@@ -196,6 +196,34 @@ def test_kernel_variants(variant, b, s_q, s_k, heads, d, dv, mask, k_as_heads, m
     paths = [d.kernel.path for seg in session.session.segments for _, ex in seg.steps
              for d in getattr(ex, "dispatches", [])]
     assert paths == [f"matmul/{'attention' if variant == 'rows' else 'attention_tiled'}.wgsl"]
+
+
+@needs_gpu
+@pytest.mark.parametrize("variant", ["rows", "tiled"])
+@pytest.mark.parametrize("b, s_q, s_k, heads, d, dv, mask", [
+    (2, 5, 19, 2, 128, None, (2, 1, 1, 19)),  # tiled: 8 keys per tile; rows: the three ops
+    (1, 6, 16, 1, 72, 200, (1, 1, 6, 16)),  # D != D_v: tiles of 7 keys (the last of 2)
+])
+def test_wide_heads(variant, b, s_q, s_k, heads, d, dv, mask, monkeypatch):
+    """Heads past the rows kernel's 64: one tiled kernel with fewer keys per tile, or the scores
+    MatMul, Softmax and context MatMul through scratch buffers, within the one Attention step."""
+    from wgnn.backends.wgpu.attention import tile_keys
+
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", variant)
+    model, feeds = attention_model(b, s_q, s_k, heads, d, dv, mask=mask)
+    assert len(attention_nodes(model)) == 1
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
+    session = session_for(model, f"wgpu:{ADAPTERS[0]['index']}")
+    session.run(None, feeds)
+    assert session.report()["fallbacks"] == []
+    (step_dispatches,) = [[d.kernel.path for d in ex.dispatches] for seg in session.session.segments
+                          for _, ex in seg.steps if getattr(ex, "dispatches", None)]
+    if variant == "tiled":
+        assert step_dispatches == ["matmul/attention_tiled.wgsl"]
+        assert tile_keys(d, dv or d) == (8 if d == 128 else 7)  # 7: 16 * (18 + 50) bytes a key
+    else:
+        assert step_dispatches[1] == "softmax/softmax.wgsl" and len(step_dispatches) == 3
+        assert step_dispatches[0] == step_dispatches[2] and step_dispatches[0].startswith("matmul/matmul_")
 
 
 def test_kernel_variant_rule(monkeypatch, tmp_path):
