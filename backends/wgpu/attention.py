@@ -244,7 +244,9 @@ class AttentionGpu(GpuExecution):
         from .conv_paths import scratch
 
         vec4s = -(-layout.batch_count * layout.rows * layout.keys // 4)
-        scores, probs = scratch(self, "scores", vec4s), scratch(self, "probabilities", vec4s)
+        # Shared by the model's Attention steps of this size: one pair of buffers, not one per layer.
+        scores = scratch(self, "attention scores", vec4s, shared=True)
+        probs = scratch(self, "attention probabilities", vec4s, shared=True)
         for sub in unfused_steps(self.step, scores, probs):
             execution = EXECUTIONS[sub.op.op_type](self.backend, sub)
             execution.prepare()

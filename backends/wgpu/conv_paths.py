@@ -529,11 +529,15 @@ def half_packer(pack):
 _SCRATCH_TOKENS: dict[int, np.ndarray] = {}
 
 
-def scratch(ex, key: str, vec4s: int) -> str:
+def scratch(ex, key: str, vec4s: int, *, shared: bool = False) -> str:
     """A GPU buffer of vec4s for intermediate results of one op (kept per node across resizes of
-    the same size). Its contents never outlive the op's dispatches."""
+    the same size). Its contents never outlive the op's dispatches, so with `shared` every step
+    asking for `key` at this size gets the same buffer (a run's dispatches are ordered)."""
     token = _SCRATCH_TOKENS.setdefault(vec4s, np.array([vec4s]))
-    return ex.packed_constant(key, token, lambda t: np.zeros(int(t[0]) * 4, np.float32))
+    zeros = lambda t: np.zeros(int(t[0]) * 4, np.float32)  # noqa: E731
+    if shared:
+        return ex.backend.packed_constant(f"scratch/{key}/{vec4s}", token, zeros)
+    return ex.packed_constant(key, token, zeros)
 
 
 # ----------------------------------------------------------------------------- prepare

@@ -226,6 +226,24 @@ def test_wide_heads(variant, b, s_q, s_k, heads, d, dv, mask, monkeypatch):
         assert step_dispatches[0] == step_dispatches[2] and step_dispatches[0].startswith("matmul/matmul_")
 
 
+@needs_gpu
+def test_wide_heads_share_their_scratch_buffers(monkeypatch):
+    """Two Attention steps of one size run as three ops each through one pair of buffers."""
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "rows")
+    shapes = {"q": (2, 5, 96), "k": (2, 7, 96), "v": (2, 7, 96)}
+    attrs = {"trans_k": 1, "alpha": 0.1}
+    nodes = [Node("Attention", ["q", "k", "v"], ["a"], attrs, name="first"),
+             Node("Attention", ["a", "k", "v"], ["y"], attrs, name="second")]
+    model = Model(Graph(nodes, [TensorInfo(n, "float32", s) for n, s in shapes.items()], [TensorInfo("y", "float32")]))
+    feeds = {n: r(*s) for n, s in shapes.items()}
+    want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, feeds)[0]
+    session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=ADAPTERS[0]["index"]))
+    np.testing.assert_allclose(session.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+    backend = session.session.backends[0]
+    assert sorted(name for name in backend.packed if name.startswith("scratch/")) == [
+        "scratch/attention probabilities/18", "scratch/attention scores/18"]  # 2 x 5 x 7 floats in vec4s
+
+
 def test_kernel_variant_rule(monkeypatch, tmp_path):
     """By adapter type; what wgnn tune stored for the adapter; the variable over both."""
     from types import SimpleNamespace
