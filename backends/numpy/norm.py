@@ -48,6 +48,8 @@ _row_dot = getattr(np, "vecdot", None) or (lambda a, b, out: np.einsum("ij,ij->i
 def layer_norm(ex, inputs, outputs):
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    if len(inputs) > 3 and inputs[3] is not None:  # the skip input: normalize X + Skip
+        x = x + inputs[3]
     axis = ex.attrs["axis"] % x.ndim
     work = np.dtype(ex.attrs["stash_dtype"])
     y = outputs[0]

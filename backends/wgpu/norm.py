@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ...engine.geometry import contiguous_strides
+from ...engine.ops.norm import SKIP
 from ..base import Step
 from .backend import WORKGROUP, GpuExecution, gpu_kernel
 from .conv import ceil_div, known, pack_channels
@@ -119,7 +120,8 @@ class GroupRows:
 
 
 class LayerNormLayout:
-    """Rows, row length and how scale/bias are read over the normalized axes."""
+    """Rows, row length, how scale/bias are read over the normalized axes, and how the skip's rows
+    are read over the leading ones."""
 
     def __init__(self, step: Step):
         x = step.input_specs[0].shape
@@ -131,6 +133,16 @@ class LayerNormLayout:
         strides.append(broadcast_strides(normalized, step.input_specs[2].shape) if self.has_bias
                        else [0] * len(normalized))
         self.shape, self.strides = merge_axes(list(normalized), strides)
+        self.has_skip = len(step.inputs) > SKIP and bool(step.inputs[SKIP])
+        skip_strides = broadcast_strides(tuple(x), step.input_specs[SKIP].shape)[:axis] if self.has_skip else []
+        self.leading, (self.skip_strides,) = merge_axes(list(x[:axis]), [skip_strides or [0] * axis])
+
+    def skip_params(self) -> list:
+        """Params slots 30..46: X's leading shape and the skip's strides over it (rank 6 each, from
+        32 and 40), then the has-skip flag (layer_norm_rows.wgsl)."""
+        pad = MAX_RANK - len(self.leading)
+        return ([0, 0] + [1] * pad + self.leading + [0, 0] + [0] * pad + self.skip_strides
+                + [int(self.has_skip)])
 
     def whole_vec4s(self) -> bool:
         """Rows of whole vec4s, scale and bias contiguous vectors along them (the usual (D,) case)."""
@@ -170,6 +182,10 @@ class LayerNormGpu(GpuExecution):
         layout = LayerNormLayout(step)
         if len(layout.shape) > MAX_RANK:
             return f"scale/bias broadcast over {len(layout.shape)} axes (the kernel takes {MAX_RANK})"
+        if layout.has_skip and not layout.whole_vec4s():
+            return "a skip input with rows that are not whole vec4s (or scale / bias that broadcast) runs on the CPU"
+        if len(layout.leading) > MAX_RANK:
+            return f"a skip over {len(layout.leading)} leading axes that do not merge (the kernel takes {MAX_RANK})"
         if layout.size == 0 and layout.rows and any(step.outputs[1:]):
             return "Mean / InvStdDev of empty rows (NaN) run on the CPU"
         return None
@@ -194,6 +210,9 @@ class LayerNormGpu(GpuExecution):
                    outputs[0]] + [name or outputs[0] for name in outputs[1:3]]
         by_workgroup = workgroup_per_row(self, layout.passes(bool(rms)) * layout.size + 16, layout.size // 4)
         kernel = layout.kernel(by_workgroup)
+        if kernel != "norm/layer_norm.wgsl":  # the vec4 kernels bind the skip (X stands in for none)
+            params += layout.skip_params()
+            tensors.append(step.inputs[SKIP] if layout.has_skip else step.inputs[0])
         invocations = layout.rows * WORKGROUP if kernel == "norm/layer_norm_workgroup.wgsl" else layout.rows
         self.dispatch(kernel, tensors, params, invocations)
 

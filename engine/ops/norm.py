@@ -82,8 +82,15 @@ class InstanceNorm(OpDef):
         return 6 * outputs[0].size
 
 
+SKIP = 3  # LayerNorm's optional input added to X before the statistics
+
+
 @register_op
 class LayerNorm(OpDef):
+    """LayerNormalization of X over its axes from `axis`, or of X + Skip where the optional input 3
+    is set (the converter folds a transformer's embedding sum into it): Skip has X's type and
+    whole normalized rows, and broadcasts onto X over the leading axes only."""
+
     op_type = "LayerNorm"
     family = "norm"
     attrs = {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5), "stash_dtype": Attr("string", "float32")}
@@ -95,6 +102,13 @@ class LayerNorm(OpDef):
         stash = _check_stash(ctx)
         normalized = tuple(x[axis:])
         _check_trailing_params(ctx, normalized, (1, 2))
+        if ctx.has(SKIP):
+            skip = tuple(ctx.shape(SKIP))
+            leading = skip[:len(skip) - len(normalized)]
+            if (ctx.dtype(SKIP) != ctx.dtype(0) or len(skip) > len(x) or skip[len(leading):] != normalized
+                    or any(s not in (1, n) for s, n in zip(reversed(leading), reversed(x[:axis]), strict=False))):
+                raise ctx.fail(f"skip of shape {skip} ({ctx.dtype(SKIP)}) must be X's type with whole rows "
+                               f"{normalized}, broadcasting onto X {tuple(x)} over the leading axes only")
         stats = tuple(x[:axis]) + (1,) * len(normalized)
         return [TensorSpec(x, ctx.dtype(0)), TensorSpec(stats, stash), TensorSpec(stats, stash)]
 

@@ -1,14 +1,9 @@
-// LayerNorm / RMSNorm as layer_norm.wgsl (same params; slots 6..14 and 16.. unused), for rows of a
+// LayerNorm / RMSNorm as layer_norm.wgsl (same params; slots 6..14 and 16..31 unused; the skip's
+// from 32, layer_norm_rows.wgsl), for rows of a
 // multiple of 4 elements whose scale and bias are contiguous vectors along them (the usual (D,)
 // case): every row, scale and bias access is a vec4, a quarter of the loads (on lavapipe each
 // load is a loop over the SIMD lanes, whatever its width).
-@group(0) @binding(0) var<storage, read_write> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> scale: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> mean_out: array<f32>;
-@group(0) @binding(5) var<storage, read_write> inv_std_out: array<f32>;
-@group(0) @binding(6) var<uniform> params: Params;
+// include: norm/layer_norm_rows.wgsl
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
@@ -20,25 +15,26 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let size = pu(1u);
     let quads = size / 4u;
     let base = row * quads;
+    let skip_base = skip_row(row);
     var mean = 0.0;
     if (p(15u) == 0) {
         // Sums of x - shift (the row's first element), as layer_norm.wgsl.
-        let shift = x[base].x;
+        let shift = row_vec4(base, skip_base, 0u).x;
         var sum = vec4<f32>();
         for (var s = 0u; s < quads; s++) {
-            sum += x[base + s] - shift;
+            sum += row_vec4(base, skip_base, s) - shift;
         }
         mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(size);
     }
     var sq = vec4<f32>();
     for (var s = 0u; s < quads; s++) {
-        let d = x[base + s] - mean;
+        let d = row_vec4(base, skip_base, s) - mean;
         sq += d * d;
     }
     let inv_std = 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(size) + pf(2u));
     let has_bias = p(3u) != 0;
     for (var s = 0u; s < quads; s++) {
-        var v = (x[base + s] - mean) * inv_std * scale[s];
+        var v = (row_vec4(base, skip_base, s) - mean) * inv_std * scale[s];
         if (has_bias) {
             v += bias[s];
         }

@@ -3,13 +3,7 @@
 // them idle and has each SIMD group read rows far apart) and for rows too long for one invocation
 // on llvmpipe: invocation t takes the row's vec4s t, t + WG, ...; the sums are combined across the
 // workgroup (reduce/workgroup_tree.wgsl).
-@group(0) @binding(0) var<storage, read_write> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read_write> scale: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> mean_out: array<f32>;
-@group(0) @binding(5) var<storage, read_write> inv_std_out: array<f32>;
-@group(0) @binding(6) var<uniform> params: Params;
+// include: norm/layer_norm_rows.wgsl
 // include: reduce/workgroup_tree.wgsl
 override WG: u32 = 64u;
 
@@ -23,25 +17,26 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     let size = pu(1u);
     let quads = size / 4u;
     let base = row * quads;
+    let skip_base = skip_row(row);
     var mean = 0.0;
     if (p(15u) == 0) {
         // Sums of x - shift (the row's first element), as layer_norm.wgsl.
-        let shift = x[base].x;
+        let shift = row_vec4(base, skip_base, 0u).x;
         var sum = vec4<f32>();
         for (var s = local; s < quads; s += WG) {
-            sum += x[base + s] - shift;
+            sum += row_vec4(base, skip_base, s) - shift;
         }
         mean = shift + workgroup_sum(local, sum.x + sum.y + sum.z + sum.w) / f32(size);
     }
     var sq = vec4<f32>();
     for (var s = local; s < quads; s += WG) {
-        let d = x[base + s] - mean;
+        let d = row_vec4(base, skip_base, s) - mean;
         sq += d * d;
     }
     let inv_std = 1.0 / sqrt(workgroup_sum(local, sq.x + sq.y + sq.z + sq.w) / f32(size) + pf(2u));
     let has_bias = p(3u) != 0;
     for (var s = local; s < quads; s += WG) {
-        var v = (x[base + s] - mean) * inv_std * scale[s];
+        var v = (row_vec4(base, skip_base, s) - mean) * inv_std * scale[s];
         if (has_bias) {
             v += bias[s];
         }

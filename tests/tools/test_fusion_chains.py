@@ -298,6 +298,75 @@ def test_casts_that_cannot_fold_stay():
                 reference="ort")
 
 
+# ------------------------------------------------------------------------- LayerNorm's skip
+def embeddings_model(d=8, *, pos_shape=None, swap=False, scale_shape=None, extra_reader=False, symbolic=False):
+    """Word embeddings (Gather) + position embeddings -> LayerNormalization over the last axis."""
+    nodes = [node("Gather", ["table", "ids"], ["words"]),
+             node("Add", ["pos", "words"] if swap else ["words", "pos"], ["sum"]),
+             node("LayerNormalization", ["sum", "scale", "bias"], ["y"], axis=-1)]
+    outputs = ["y"]
+    if extra_reader:
+        nodes.append(node("Relu", ["sum"], ["also"]))
+        outputs.append("also")
+    seq = "S" if symbolic else 5
+    graph = helper.make_graph(
+        nodes, "embeddings",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, seq]),
+         helper.make_tensor_value_info("pos", TensorProto.FLOAT, pos_shape or [seq, d])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(r(11, d), "table"), numpy_helper.from_array(r(*(scale_shape or (d,))), "scale"),
+         numpy_helper.from_array(r(d), "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("options, pos", [
+    ({}, (5, 8)),  # position rows broadcast over the batch
+    ({"swap": True}, (5, 8)),  # the operand of the sum's shape is X whatever its side
+    ({"pos_shape": [2, 1, 8]}, (2, 1, 8)),  # one row per batch item, broadcast over the sequence
+    ({"symbolic": True}, (5, 8)),
+])
+def test_embeddings_add_becomes_the_layer_norms_skip(options, pos):
+    model = embeddings_model(**options)
+    graph = wgnn.convert(model).graph
+    assert [n.op_type for n in graph.nodes] == ["Gather", "LayerNorm"]
+    assert graph.nodes[1].inputs == ["words", "scale", "bias", "pos"]
+    check_model(model, {"ids": rng.integers(0, 11, (2, 5)), "pos": r(*pos)}, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [
+    {"extra_reader": True},  # the sum is read elsewhere too
+    {"d": 6},  # rows that are not whole vec4s
+    {"scale_shape": (1,)},  # a scale broadcast along the rows
+    {"pos_shape": [2, 5, 1]},  # a skip broadcast within the rows
+])
+def test_adds_that_stay(options):
+    model = embeddings_model(**options)
+    assert "Binary" in converted_ops(model)
+    d = options.get("d", 8)
+    pos = r(*(options.get("pos_shape") or (5, d)))
+    check_model(model, {"ids": rng.integers(0, 11, (2, 5)), "pos": pos}, reference="ort", rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_skip_shape_errors():
+    from wgnn.engine.errors import ShapeError
+    from wgnn.engine.graph import Graph, Model, Node, TensorInfo
+
+    def run(skip_shape, dtype="float32"):
+        g = Graph([Node("LayerNorm", ["x", "scale", "", "skip"], ["y"], {"axis": -1}, name="ln")],
+                  [TensorInfo("x", "float32", (2, 3, 8)), TensorInfo("skip", dtype, skip_shape)],
+                  [TensorInfo("y", "float32")], {"scale": r(8)})
+        feeds = {"x": r(2, 3, 8), "skip": np.zeros(skip_shape, dtype)}
+        return wgnn.InferenceSession(Model(g), providers=["numpy"]).run(None, feeds)
+
+    for bad in [(3, 4), (2, 3, 1), (4, 3, 8), (1, 2, 3, 8)]:
+        with pytest.raises(ShapeError, match=r'"ln".*skip of shape'):
+            run(bad)
+    with pytest.raises(ShapeError, match=r"skip of shape .*float16"):
+        run((3, 8), "float16")
+
+
 # -------------------------------------------------------------------------------------- zoo
 def without_chain_passes(fn):
     original = fusion.FUSION_PASSES
@@ -314,8 +383,9 @@ def test_bert_runs_fewer_steps():
     after = wgnn.convert(model).graph
     fused = [n for n in after.nodes if n.op_type == "FusedElementwise"]
     # The GELUs and the scores' scale + mask fold into MatMuls first (test_fusion_matmul.py); what
-    # is left to chains is the mask's 1 - m, * -1e4, with the Cast of the int64 mask folded in.
-    assert len(fused) == 1 and len(after.nodes) == len(before.nodes) - 2
+    # is left to chains is the mask's 1 - m, * -1e4, with the Cast of the int64 mask folded in, and
+    # the embeddings' Add, which becomes their LayerNorm's skip.
+    assert len(fused) == 1 and len(after.nodes) == len(before.nodes) - 3
     assert [n.attrs["steps"] for n in fused] == [["Binary.sub", "Binary.mul"]]
     assert fused[0].attrs["cast_inputs"] == [1] and fused[0].inputs[1] == "attention_mask"
     feeds = example_inputs(model, 2, seq=5)
@@ -328,4 +398,4 @@ def test_bert_runs_fewer_steps():
             session.run(None, feeds)
             assert session.report()["fallbacks"] == []
             steps.append(session.report()["steps"])
-        assert steps[1] == steps[0] - 2
+        assert steps[1] == steps[0] - 3

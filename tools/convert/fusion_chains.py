@@ -4,6 +4,8 @@ takes its bias, residual and activation first).
 - fuse_layer_norm_pattern: LayerNormalization spelled out, as exporters write it before opset 17
   (ReduceMean, Sub, Pow or Mul, ReduceMean, Add epsilon, Sqrt, Div or Reciprocal + Mul, then an
   optional Mul by a scale and Add of a bias), becomes one LayerNorm node.
+- fold_add_into_layer_norm: an Add read only by a LayerNorm (a transformer's word + position
+  embeddings) becomes the LayerNorm's skip input, added as its rows load.
 - fuse_elementwise_chains: connected float32 Unary / Binary (arithmetic) nodes become one
   FusedElementwise node (engine/ops/fused.py), so SiLU (x * sigmoid(x)), GELU as Div/Erf/Add/Mul/
   Mul, HardSwish as Add/Clip/Div/Mul or a scale-then-mask in attention run as one GPU dispatch.
@@ -14,6 +16,7 @@ reads it and it is no graph output, so nothing can observe the difference.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -150,6 +153,61 @@ def fuse_layer_norm_pattern(graph: Graph) -> None:
     if replaced:
         log.debug("fuse_layer_norm_pattern: %d LayerNorm(s) from %d nodes", len(replaced), len(removed) + len(replaced))
         graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in removed]
+
+
+def fold_add_into_layer_norm(graph: Graph) -> None:
+    """Add(a, b) whose only reader is a float32 LayerNorm (as X) -> LayerNorm(a, scale, bias, b):
+    one dispatch fewer, the sum formed as the rows load. The operand of the sum's shape stays X;
+    the other becomes the skip, under both probe bindings of the symbolic dims: whole normalized
+    rows, broadcasting over the leading axes only. Only where the rows are whole vec4s and scale
+    and bias cover them exactly (the GPU kernels that add the skip; numpy adds it anywhere)."""
+    from .fusion import PROBE_BINDINGS, _Rewriter, probe_shapes
+    from .quant import _subgraph_reads
+
+    rw = _Rewriter(graph)
+    hidden = _subgraph_reads(graph)
+    probes = None
+    for norm in graph.nodes:
+        if norm.op_type != "LayerNorm" or norm.input(3):
+            continue
+        add = rw.producer(norm.input(0), ("Binary",))
+        if (add is None or add.attrs.get("kind") != "add" or not rw.sole_reader(add.outputs[0], norm)
+                or add.outputs[0] in hidden or add.input(0) == add.input(1)):
+            continue
+        if probes is None:
+            probes = [probe_shapes(graph, base) for base in PROBE_BINDINGS]
+        for x, skip in ((add.input(0), add.input(1)), (add.input(1), add.input(0))):
+            if all(_skip_fits(probe, x, skip, norm) for probe in probes):
+                norm.inputs = [x, norm.input(1), norm.input(2), skip]
+                rw.removed.add(id(add))
+                break
+    rw.finish("fold_add_into_layer_norm")
+
+
+def _skip_fits(probe: dict, x: str, skip: str, norm: Node) -> bool:
+    specs = [probe.get(name) for name in (x, skip, norm.outputs[0], norm.input(1))]
+    if any(spec is None or spec.dtype != "float32" for spec in specs):
+        return False
+    x_spec, skip_spec, y_spec, scale_spec = specs
+    shape, skip_shape = tuple(x_spec.shape), tuple(skip_spec.shape)
+    if shape != tuple(y_spec.shape) or len(skip_shape) > len(shape):
+        return False
+    axis = norm.attrs.get("axis", -1) % len(shape)
+    normalized = shape[axis:]
+    leading = skip_shape[:len(skip_shape) - len(normalized)] if len(skip_shape) >= len(normalized) else None
+    bias = probe.get(norm.input(2)) if norm.input(2) else None
+    return (leading is not None and skip_shape[len(leading):] == normalized
+            and all(s in (1, n) for s, n in zip(reversed(leading), reversed(shape[:axis]), strict=False))
+            and math.prod(normalized) % 4 == 0
+            and all(_covers(spec.shape, normalized) for spec in (scale_spec, bias) if spec is not None))
+
+
+def _covers(shape: tuple, normalized: tuple) -> bool:
+    """A scale / bias of exactly the normalized shape (leading 1s aside): contiguous along the rows."""
+    shape = tuple(shape)
+    while len(shape) > len(normalized) and shape[0] == 1:
+        shape = shape[1:]
+    return shape == tuple(normalized)
 
 
 @dataclass
@@ -380,4 +438,4 @@ def fold_casts_into_chains(graph: Graph) -> None:
 
 
 # The LayerNorm pattern first: chain fusion would otherwise swallow its element-wise part.
-CHAIN_PASSES = (fuse_layer_norm_pattern, fuse_elementwise_chains, fold_casts_into_chains)
+CHAIN_PASSES = (fuse_layer_norm_pattern, fold_add_into_layer_norm, fuse_elementwise_chains, fold_casts_into_chains)
