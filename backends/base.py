@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..engine.ops.base import OpDef, TensorSpec
+from ..engine.ops.base import OPS, OpDef, TensorSpec
 
 
 @dataclass
@@ -34,6 +34,15 @@ class Step:
     @property
     def label(self) -> str:
         return f'{self.op.op_type} "{self.node.name}"'
+
+
+def part_step(parent: Step, node, input_specs: list, output_specs: list, input_values: list | None = None) -> Step:
+    """A step a backend runs inside `parent` (a part of a fused op: `node`, with its attributes
+    resolved), on the parent's backend."""
+    op = OPS[node.op_type]
+    values = input_values if input_values is not None else [None] * len(node.inputs)
+    return Step(node, op, op.resolve_attrs(node), list(node.inputs), list(node.outputs), list(input_specs),
+                list(output_specs), list(values), backend=parent.backend)
 
 
 class Execution:

@@ -63,7 +63,7 @@ def case_model(spec: dict):
     kind = spec["kind"]
     if kind in ("matmul", "attention", "rows"):
         shape = spec["x"]
-        inits, nodes = _row_case(kind, shape, rng)
+        inits, nodes = _variant_case(kind, shape, rng)
     else:
         c, s = spec["channels"], spec["size"]
         shape = (1, c, s, s)
@@ -93,7 +93,7 @@ def _conv_case(kind: str, c: int, rng) -> tuple[dict, list]:
                    Node("Binary", ["a", "c"], ["y"], {"kind": "add"}, "add")]
 
 
-def _row_case(kind: str, shape: tuple, rng) -> tuple[dict, list]:
+def _variant_case(kind: str, shape: tuple, rng) -> tuple[dict, list]:
     from ..engine.graph import Node
 
     if kind == "matmul":

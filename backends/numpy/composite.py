@@ -13,8 +13,8 @@ import math
 import numpy as np
 
 from ...engine.graph import Node
-from ...engine.ops.base import OPS, TensorSpec
-from ..base import Step
+from ...engine.ops.base import TensorSpec
+from ..base import Step, part_step
 from .conv import RESIDENT_BYTES
 
 ALIGN = 64  # bytes: the intermediate's offset in the scratch
@@ -23,9 +23,8 @@ ALIGN = 64  # bytes: the intermediate's offset in the scratch
 def sub_step(step: Step, op_type: str, suffix: str, attrs: dict, names: list[str], specs: list, values: list,
              output: TensorSpec) -> Step:
     """A step of op_type named after the fused step (`<name>/<suffix>`), on the given inputs."""
-    op = OPS[op_type]
     node = Node(op_type, names, [f"{step.node.name}/{suffix}"], attrs, name=f"{step.node.name}/{suffix}")
-    return Step(node, op, op.resolve_attrs(node), names, list(node.outputs), specs, [output], values)
+    return part_step(step, node, specs, [output], values)
 
 
 class Intermediate:

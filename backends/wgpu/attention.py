@@ -25,8 +25,8 @@ from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
 from ...engine.graph import Node
 from ...engine.ops.attention import MASK, MAX_HEAD, Q, read_as
-from ...engine.ops.base import OPS, TensorSpec
-from ..base import Step
+from ...engine.ops.base import TensorSpec
+from ..base import Step, part_step
 from .backend import EXECUTIONS, WORKGROUP, GpuExecution, gpu_kernel
 from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes, stored_product
 
@@ -264,19 +264,12 @@ def unfused_steps(step: Step, scores: str, probs: str) -> list[Step]:
     name = step.node.name
     scores_attrs = {"perm_a": attrs["perm_q"], "trans_a": attrs["trans_q"], "perm_b": attrs["perm_k"],
                     "trans_b": attrs["trans_k"], "alpha": attrs["alpha"], "beta": attrs["beta"]}
-    return [
-        sub_step(Node("MatMul", [step.inputs[0], step.inputs[1], mask], [scores], scores_attrs, name=f"{name}/scores"),
-                 [*step.input_specs[:2], step.input_specs[MASK] if layout.has_mask else None], [scores_spec], step),
-        sub_step(Node("Softmax", [scores], [probs], {"axis": -1, "kind": "softmax"}, name=f"{name}/softmax"),
-                 [scores_spec], [scores_spec], step),
-        sub_step(Node("MatMul", [probs, step.inputs[2]], list(step.outputs[:1]),
-                      {"perm_b": attrs["perm_v"], "trans_b": attrs["trans_v"], "perm_y": attrs["perm_y"]},
-                      name=f"{name}/context"),
-                 [scores_spec, step.input_specs[2]], list(step.output_specs[:1]), step),
-    ]
-
-
-def sub_step(node: Node, input_specs: list, output_specs: list, parent: Step) -> Step:
-    op = OPS[node.op_type]
-    return Step(node, op, op.resolve_attrs(node), list(node.inputs), list(node.outputs), input_specs, output_specs,
-                [None] * len(node.inputs), backend=parent.backend)
+    context_attrs = {"perm_b": attrs["perm_v"], "trans_b": attrs["trans_v"], "perm_y": attrs["perm_y"]}
+    scores_node = Node("MatMul", [step.inputs[0], step.inputs[1], mask], [scores], scores_attrs, name=f"{name}/scores")
+    softmax_node = Node("Softmax", [scores], [probs], {"axis": -1, "kind": "softmax"}, name=f"{name}/softmax")
+    context_node = Node("MatMul", [probs, step.inputs[2]], list(step.outputs[:1]), context_attrs,
+                        name=f"{name}/context")
+    mask_spec = step.input_specs[MASK] if layout.has_mask else None
+    return [part_step(step, scores_node, [*step.input_specs[:2], mask_spec], [scores_spec]),
+            part_step(step, softmax_node, [scores_spec], [scores_spec]),
+            part_step(step, context_node, [scores_spec, step.input_specs[2]], list(step.output_specs[:1]))]

@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...engine.graph import Node
-from ...engine.ops.base import OPS, TensorSpec
+from ...engine.ops.base import TensorSpec
 from ...engine.ops.pool_matmul import BIAS, MATMUL_ATTRS, B
-from ..base import Step
+from ..base import Step, part_step
 from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel
 from .conv import activation, ceil_div, known, pack_channels
 from .matmul import MatMulGpu
@@ -102,10 +102,8 @@ def matmul_step(step: Step, pooled: str) -> Step:
     values = (list(step.input_values or []) + [None] * 3)[:3]
     attrs = {"trans_a": 0, **{key: step.attrs[key] for key in MATMUL_ATTRS}}
     node = Node("MatMul", [pooled, *names[1:]], list(step.outputs[:1]), attrs, name=f"{step.node.name}/matmul")
-    op = OPS["MatMul"]
-    return Step(node, op, op.resolve_attrs(node), list(node.inputs), list(node.outputs),
-                [TensorSpec((n, c), step.input_specs[0].dtype), *specs[1:]], list(step.output_specs[:1]),
-                [None, *values[1:]], backend=step.backend)
+    return part_step(step, node, [TensorSpec((n, c), step.input_specs[0].dtype), *specs[1:]],
+                     list(step.output_specs[:1]), [None, *values[1:]])
 
 
 @gpu_kernel("GlobalPoolMatMul")
