@@ -7,7 +7,8 @@ looping over the channel window. All linear, one dispatch each.
 
 LayerNorm / RMSNorm on rows of whole vec4s (layer_norm_workgroup.wgsl), GroupNorm and InstanceNorm
 (group_norm_workgroup.wgsl) give a row a workgroup instead on real GPUs and where one invocation's
-loop would pass llvmpipe's limit (reduce.workgroup_per_row).
+loop would pass llvmpipe's limit (reduce.workgroup_per_row). With an invocation per row, GroupNorm
+and InstanceNorm whose spatial size is whole vec4s run group_norm_vec4.wgsl.
 
 BatchNorm on a 4-D feature map with per-channel parameters known at resize also runs on NC4HW4
 (batch_norm_nc4hw4.wgsl, parameters repacked as vec4 slices); it prefers linear, so it follows
@@ -92,9 +93,11 @@ class InstanceNormGpu(GpuExecution):
         per_channel_bias = len(step.input_specs[2].shape) == 1
         bias_strides = [1, 0] if per_channel_bias else [spatial, 1]
         tensors = list(step.inputs[:3]) + [step.outputs[0]]
-        if workgroup_per_row(self, GroupRows(1, spatial).one_invocation(), spatial):
+        by_workgroup = workgroup_per_row(self, GroupRows(1, spatial).one_invocation(), spatial)
+        if by_workgroup or spatial % 4 == 0:  # a group of one channel: the GroupNorm kernels
             params = [rows, x[1], 1, spatial, float(step.attrs["epsilon"]), 0, *bias_strides]
-            self.dispatch("norm/group_norm_workgroup.wgsl", tensors, params, rows * WORKGROUP)
+            kernel = "norm/group_norm_workgroup.wgsl" if by_workgroup else "norm/group_norm_vec4.wgsl"
+            self.dispatch(kernel, tensors, params, rows * WORKGROUP if by_workgroup else rows)
             return
         params = [rows, x[1], spatial, float(step.attrs["epsilon"]), *bias_strides]
         self.dispatch("norm/instance_norm.wgsl", tensors, params, rows)
@@ -254,8 +257,10 @@ class GroupNormGpu(GpuExecution):
         row = GroupRows(x[1] // groups, spatial)
         if workgroup_per_row(self, row.one_invocation(), row.channels * spatial):
             self.dispatch("norm/group_norm_workgroup.wgsl", tensors, params + [1, 0], x[0] * groups * WORKGROUP)
-            return
-        self.dispatch("norm/group_norm.wgsl", tensors, params, x[0] * groups)
+        elif spatial % 4 == 0:
+            self.dispatch("norm/group_norm_vec4.wgsl", tensors, params + [1, 0], x[0] * groups)
+        else:
+            self.dispatch("norm/group_norm.wgsl", tensors, params, x[0] * groups)
 
 
 def _axis_split(shape, axis: int) -> tuple[int, int, int]:

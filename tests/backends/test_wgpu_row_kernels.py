@@ -75,17 +75,24 @@ def test_layer_norm(row_kernel, shape, axis):
     assert kernel_paths("LayerNormalization", inputs, {"axis": axis}, outputs=3, opset=17) == [kernel]
 
 
-@pytest.mark.parametrize("shape, groups", [((2, 6, 5, 7), 3), ((1, 4, 3, 50), 2), ((2, 3, 1, 1), 3)])
+@pytest.mark.parametrize("shape, groups", [((2, 6, 5, 7), 3), ((1, 4, 3, 50), 2), ((2, 3, 1, 1), 3),
+                                           ((2, 8, 4, 6), 4), ((1, 6, 2, 2), 2)])
 def test_group_and_instance_norm(row_kernel, shape, groups):
-    """Rows of 2 x 35 elements, 2 x 150 (channels longer than a workgroup), a single element."""
+    """Rows of 2 x 35 elements, 2 x 150 (channels longer than a workgroup), a single element; and
+    spatial sizes of whole vec4s (24, 4), which an invocation per row reads as vec4s."""
     c = shape[1]
     x = r(*shape)
     check_op("GroupNormalization", [x, Const(r(c)), Const(r(c))], {"num_groups": groups}, opset=21,
              backends=GPUS, rtol=1e-4, atol=1e-4)
     check_op("InstanceNormalization", [x, Const(r(c)), Const(r(c))], opset=6, backends=GPUS, rtol=1e-4, atol=1e-4)
-    kernel = {"invocation": "norm/group_norm.wgsl", "workgroup": "norm/group_norm_workgroup.wgsl"}[row_kernel]
+    vec4 = (shape[2] * shape[3]) % 4 == 0
+    kernel = {"invocation": "norm/group_norm_vec4.wgsl" if vec4 else "norm/group_norm.wgsl",
+              "workgroup": "norm/group_norm_workgroup.wgsl"}[row_kernel]
     assert kernel_paths("GroupNormalization", [x, Const(r(c)), Const(r(c))], {"num_groups": groups},
                         opset=21) == [kernel]
+    instance = {"invocation": "norm/group_norm_vec4.wgsl" if vec4 else "norm/instance_norm.wgsl",
+                "workgroup": "norm/group_norm_workgroup.wgsl"}[row_kernel]
+    assert kernel_paths("InstanceNormalization", [x, Const(r(c)), Const(r(c))], {}, opset=6) == [instance]
 
 
 def test_instance_norm_bias_per_element(row_kernel):
