@@ -1,6 +1,7 @@
 """Softmax, LogSoftmax and Hardmax on the GPU (kernels_wgsl/softmax/): one invocation per row on CPU
-adapters (softmax.wgsl), a workgroup per row on real GPUs and where a row is too long for one
-invocation on llvmpipe (softmax_workgroup.wgsl; reduce.workgroup_per_row)."""
+adapters (softmax_vec4.wgsl for contiguous rows of whole vec4s, else softmax.wgsl), a workgroup per
+row on real GPUs and where a row is too long for one invocation on llvmpipe (softmax_workgroup.wgsl;
+reduce.workgroup_per_row)."""
 from __future__ import annotations
 
 import math
@@ -47,5 +48,7 @@ class SoftmaxGpu(GpuExecution):
         tensors, params, text = [step.inputs[0], step.outputs[0]], [rows, length, inner], {"KIND": str(KIND_IDS[kind])}
         if workgroup_per_row(self, loop_iterations(1, length, 2 if kind == "hardmax" else 3), length):
             self.dispatch("softmax/softmax_workgroup.wgsl", tensors, params, rows * WORKGROUP, text=text)
+        elif inner == 1 and length % 4 == 0:
+            self.dispatch("softmax/softmax_vec4.wgsl", tensors, params, rows, text=text)
         else:
             self.dispatch("softmax/softmax.wgsl", tensors, params, rows, text=text)

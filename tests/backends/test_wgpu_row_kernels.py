@@ -36,20 +36,24 @@ def kernel_paths(op_type, inputs, attrs, *, outputs=1, opset=18) -> list[str]:
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
 @pytest.mark.parametrize("shape, axis", [
     ((3, 5, 7), -1),  # rows shorter than a workgroup: most invocations hold nothing
-    ((2, 200), 1),  # rows of 200: 4 elements for some invocations, 3 for others
+    ((2, 200), 1),  # rows of 200: 4 elements for some invocations, 3 for others; 50 vec4s
+    ((3, 2, 12), -1),  # 3 vec4s per row
     ((2, 70, 3), 1),  # rows 3 apart (inner 3)
 ])
 def test_softmax_family(row_kernel, op, shape, axis):
     x = r(*shape)
     check_op(op, [x], {"axis": axis}, opset=13, backends=GPUS, **TOL)
-    kernel = {"invocation": "softmax/softmax.wgsl", "workgroup": "softmax/softmax_workgroup.wgsl"}[row_kernel]
+    vec4 = axis % len(shape) == len(shape) - 1 and shape[-1] % 4 == 0  # contiguous rows of whole vec4s
+    kernel = {"invocation": "softmax/softmax_vec4.wgsl" if vec4 else "softmax/softmax.wgsl",
+              "workgroup": "softmax/softmax_workgroup.wgsl"}[row_kernel]
     assert kernel_paths(op, [x], {"axis": axis}, opset=13) == [kernel]
 
 
-def test_first_maximum_ties_and_nan(row_kernel):
+@pytest.mark.parametrize("length", [150, 152])  # 152: rows of whole vec4s (softmax_vec4.wgsl per invocation)
+def test_first_maximum_ties_and_nan(row_kernel, length):
     """Equal maxima held by different invocations (and by one): the first wins; a NaN beats them,
     the first NaN the later one; a row of -inf."""
-    x = r(4, 150)
+    x = r(4, length)
     x[0, [3, 67, 131]] = 9.0  # invocations 3, 3 and 3 of 64
     x[1, [70, 5, 140]] = 9.0  # the first maximum at 5, held by invocation 5
     x[2, [100, 20]] = np.nan

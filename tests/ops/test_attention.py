@@ -222,7 +222,7 @@ def test_wide_heads(variant, b, s_q, s_k, heads, d, dv, mask, monkeypatch):
         assert step_dispatches == ["matmul/attention_tiled.wgsl"]
         assert tile_keys(d, dv or d) == (8 if d == 128 else 7)  # 7: 16 * (18 + 50) bytes a key
     else:
-        assert step_dispatches[1] == "softmax/softmax.wgsl" and len(step_dispatches) == 3
+        assert step_dispatches[1].startswith("softmax/softmax") and len(step_dispatches) == 3
         assert step_dispatches[0] == step_dispatches[2] and step_dispatches[0].startswith("matmul/matmul_")
 
 
