@@ -27,8 +27,12 @@ class GatherGpu(GpuExecution):
         if inner == 0 or count == 0:
             return
         # Indices known at resize were checked by the shape function; run-time ones by the kernel.
+        # Rows of whole vec4s move a vec4 at a time (embedding lookups: on lavapipe each load and
+        # store is a loop over the SIMD lanes, whatever its width).
+        lanes = 4 if inner % 4 == 0 else 1
         self.dispatch("movement/gather.wgsl", [step.inputs[0], step.inputs[1], step.outputs[0]],
-                      [out.size, inner, count, shape[axis]], -(-out.size // 4), status=self.status_mode(1))
+                      [out.size // lanes, inner // lanes, count, shape[axis]], -(-out.size // lanes // 4),
+                      text={"ELEMENT": "vec4<u32>" if lanes == 4 else "u32"}, status=self.status_mode(1))
 
     def status_error(self, check: int, value: int) -> str:
         shape = self.step.input_specs[0].shape

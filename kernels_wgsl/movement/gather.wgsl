@@ -2,10 +2,12 @@
 // (outer, count, inner). Negative indices count from the end; an index still out of range is
 // reported to the host (report_bad, check 0: the host raises InputError as the numpy backend
 // does) and gives zeros (its read is clamped into the data).
+// ELEMENT u32 copies 32-bit elements; vec4<u32> (where the inner size is whole vec4s, the rows of
+// an embedding table) copies vec4s, a quarter of the loads and stores, with sizes in vec4s.
 // params: 0 = output element count, 1 = inner, 2 = count (indices), 3 = axis_len, 63 = status id.
-@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+@group(0) @binding(0) var<storage, read_write> data: array<{{ELEMENT}}>;
 @group(0) @binding(1) var<storage, read_write> indices: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> out: array<{{ELEMENT}}>;
 @group(0) @binding(3) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(4) var<uniform> params: Params;
 override WG: u32 = 64u;
@@ -33,7 +35,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let index = select(raw, raw + axis_len, raw < 0);
         let ok = index >= 0 && index < axis_len;
         let safe = u32(clamp(index, 0, max(axis_len - 1, 0)));
-        out[i] = select(0u, data[(o * u32(axis_len) + safe) * inner + x], ok);
+        out[i] = select({{ELEMENT}}(), data[(o * u32(axis_len) + safe) * inner + x], ok);
         if (!ok) {
             bad = true;
             bad_value = raw;

@@ -293,6 +293,10 @@ def test_gather_runtime_and_many_indices():
     many = Const(rng.integers(-4, 4, (10, 9)).astype(np.int64))  # 90 indices: numpy kernel
     check_op("Gather", [x, many], {"axis": 2}, opset=13)
     check_op("Gather", [rand(7), Const(np.array(3, np.int64))], opset=1)
+    # Embedding lookups: rows of whole vec4s move a vec4 at a time (int64 tables too, 32-bit on the GPU).
+    table = rand(11, 2, 8)
+    check_op("Gather", [table, rng.integers(-11, 11, (3, 5)).astype(np.int64)], {"axis": 0}, opset=13)
+    check_op("Gather", [table.astype(np.int64), np.array([2, -1], np.int64)], {"axis": 0}, opset=13)
 
 
 def test_gather_out_of_range():
