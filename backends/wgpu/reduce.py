@@ -1,5 +1,7 @@
 """Reduce and ArgReduce on the GPU: one invocation per output element, looping over its reduced
-elements (kernels_wgsl/reduce/). Adding a kind is one row in a table here."""
+elements (kernels_wgsl/reduce/), or a workgroup per output on real GPUs and past llvmpipe's loop
+limit (workgroup_per_row: reduce_workgroup.wgsl, arg_reduce_workgroup.wgsl). Adding a kind is one
+row in a table here."""
 from __future__ import annotations
 
 import math
@@ -51,7 +53,7 @@ TREE_ITERATIONS = 8  # loop iterations of one reduce/workgroup_tree.wgsl reducti
 
 
 def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int, row_length: int) -> bool:
-    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm, GroupNorm, InstanceNorm, Reduce)
+    """Whether a row-wise kernel (Softmax, LayerNorm, RMSNorm, GroupNorm, InstanceNorm, Reduce, ArgReduce)
     gives each row (or output) a workgroup of WORKGROUP invocations rather than one invocation:
     WGNN_ROW_KERNEL=invocation|workgroup if set; else, for rows of at least WORKGROUP elements
     (shorter ones would leave most of a workgroup idle), what wgnn tune measured faster on the
@@ -196,8 +198,8 @@ class ArgReduceGpu(GpuExecution):
         if x.dtype not in ("float32", "int32", "int64"):
             return f"arg {step.attrs['kind']} on {x.dtype}"
         length = x.shape[step.attrs["axis"] % len(x.shape)]
-        if loop_iterations(1, length) > LOOP_BUDGET:
-            return f"an axis of {length} elements needs a multi-pass reduction (one invocation per output)"
+        if -(-length // WORKGROUP) + TREE_ITERATIONS > LOOP_BUDGET:
+            return f"an axis of {length} elements needs a multi-pass reduction (a workgroup per output)"
         return None
 
     def prepare(self) -> None:
@@ -210,4 +212,8 @@ class ArgReduceGpu(GpuExecution):
         text = {"T": t, "BETTER": ">" if step.attrs["kind"] == "max" else "<",
                 "IS_NAN": "is_nan_f32(v)" if t == "f32" else "false"}
         params = [out.size, length, inner, int(step.attrs["select_last_index"])]
-        self.dispatch("reduce/arg_reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)
+        if workgroup_per_row(self, loop_iterations(1, length), length):
+            self.dispatch("reduce/arg_reduce_workgroup.wgsl", [step.inputs[0], step.outputs[0]], params,
+                          out.size * WORKGROUP, text=text)
+        else:
+            self.dispatch("reduce/arg_reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)

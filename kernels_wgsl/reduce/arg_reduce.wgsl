@@ -7,30 +7,8 @@
 @group(0) @binding(0) var<storage, read_write> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> y: array<i32>;
 @group(0) @binding(2) var<uniform> params: Params;
+// include: reduce/arg_kinds.wgsl
 override WG: u32 = 64u;
-
-var<private> best: {{T}};
-var<private> best_nan: bool;
-var<private> best_index: u32;
-
-fn nan_of(v: {{T}}) -> bool {
-    return {{IS_NAN}};
-}
-
-fn consider(v: {{T}}, i: u32, last: bool) {
-    let v_nan = nan_of(v);
-    var take = false;
-    if (best_nan) {
-        take = last && v_nan;
-    } else {
-        take = v_nan || v {{BETTER}} best || (last && v == best);
-    }
-    if (take) {
-        best = v;
-        best_nan = v_nan;
-        best_index = i;
-    }
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

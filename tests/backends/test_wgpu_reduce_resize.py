@@ -42,10 +42,7 @@ def test_long_rows_past_the_loop_limit():
 
 
 def test_too_long_rows_are_refused():
-    x = rng.standard_normal(600000).astype(np.float32)
-    reasons = against_numpy("ArgMax", [x], {}, opset=13)
-    assert reasons and all("multi-pass" in r for r in reasons), reasons
-    # Softmax and Reduce give a row (an output) a workgroup: 64 times longer rows run on the GPU.
+    # Softmax, Reduce and ArgReduce give a row (an output) a workgroup: 64 times longer rows run on the GPU.
     x = rng.standard_normal(1_400_000).astype(np.float32)
     reasons = against_numpy("Softmax", [x], {"axis": 0}, opset=13, atol=1e-9)
     assert reasons and all("multi-pass" in r for r in reasons), reasons
@@ -61,6 +58,14 @@ def test_too_long_rows_are_refused():
 
     assert ReduceGpu.unsupported_reason(reduce_max(20_000_000)) is None
     assert "multi-pass" in ReduceGpu.unsupported_reason(reduce_max(40_000_000))
+    from wgnn.backends.wgpu.reduce import ArgReduceGpu
+
+    def arg_max(elements):
+        return SimpleNamespace(input_specs=[TensorSpec((elements,), "float32")], output_specs=[TensorSpec((), "int64")],
+                               attrs={"kind": "max", "axis": 0, "select_last_index": 0})
+
+    assert ArgReduceGpu.unsupported_reason(arg_max(3_000_000)) is None
+    assert "multi-pass" in ArgReduceGpu.unsupported_reason(arg_max(4_000_000))
 
 
 def test_nan_like_numpy():

@@ -1,9 +1,9 @@
 """Row-wise kernels with a workgroup per row or output (softmax_workgroup, layer_norm_workgroup,
-reduce_workgroup: real GPUs' choice, and llvmpipe's for rows too long for one invocation) and with
-an invocation per row (CPU adapters), forced by WGNN_ROW_KERNEL on every adapter here, against the
-reference: rows shorter and longer than a workgroup, strided rows, reductions over several
-separate axes, every reduce kind on floats and integers, ties and NaN for the first maximum,
-statistics outputs; the rule that picks them."""
+group_norm_workgroup, reduce_workgroup, arg_reduce_workgroup: real GPUs' choice, and llvmpipe's for
+rows too long for one invocation) and with an invocation per row (CPU adapters), forced by
+WGNN_ROW_KERNEL on every adapter here, against the reference: rows shorter and longer than a
+workgroup, strided rows, reductions over several separate axes, every reduce kind on floats and
+integers, ties and NaN for the first maximum, statistics outputs; the rule that picks them."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -142,6 +142,24 @@ def test_reduce_nan_and_empty(row_kernel):
     check_op("ReduceSum", [np.zeros((3, 0), np.float32), Const(np.array([1], np.int64))], opset=18, backends=GPUS)
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_reduce(row_kernel, op, last):
+    """Ties held by different invocations and by one, NaN (first or last wins), rows shorter and
+    longer than a workgroup, an inner axis, integers."""
+    x = r(4, 150)
+    x[0, [3, 67, 131]] = x[0].max() + 1 if op == "ArgMax" else x[0].min() - 1  # all three in invocation 3
+    x[1, [70, 5, 140]] = 9.0 if op == "ArgMax" else -9.0
+    x[2, [100, 20]] = np.nan
+    check_op(op, [x], {"axis": 1, "select_last_index": last}, opset=13, backends=GPUS)
+    check_op(op, [r(2, 70, 3)], {"axis": 1, "select_last_index": last}, opset=13, backends=GPUS)
+    check_op(op, [r(3, 5)], {"axis": 1, "select_last_index": last}, opset=13, backends=GPUS)
+    ints = rng.integers(-3, 3, (3, 130)).astype(np.int32)  # many ties
+    check_op(op, [ints], {"axis": 1, "select_last_index": last}, opset=13, backends=GPUS)
+    kernel = {"invocation": "reduce/arg_reduce.wgsl", "workgroup": "reduce/arg_reduce_workgroup.wgsl"}[row_kernel]
+    assert kernel_paths(op, [x], {"axis": 1, "select_last_index": last}, opset=13) == [kernel]
+
+
 def test_rows_too_long_for_one_invocation_take_a_workgroup(monkeypatch):
     """Past llvmpipe's loop limit for one invocation, whatever the setting: no CPU fallback."""
     monkeypatch.setenv("WGNN_ROW_KERNEL", "invocation")
@@ -154,9 +172,11 @@ def test_rows_too_long_for_one_invocation_take_a_workgroup(monkeypatch):
     check_op("Softmax", [x], {"axis": -1}, opset=13, backends=GPUS, rtol=1e-4, atol=1e-9)
     axis = Const(np.array([1], np.int64))
     check_op("ReduceSum", [x, axis], opset=18, backends=GPUS, rtol=1e-4, atol=1e-2)
+    check_op("ArgMax", [x], {"axis": 1}, opset=13, backends=GPUS)
     for adapter in gpu_adapters():
         if "llvmpipe" in adapter["name"].lower():
-            for model in (make_model("Softmax", [x], {"axis": -1}, opset=13), make_model("ReduceSum", [x, axis])):
+            for model in (make_model("Softmax", [x], {"axis": -1}, opset=13), make_model("ReduceSum", [x, axis]),
+                          make_model("ArgMax", [x], {"axis": 1}, opset=13)):
                 session = session_for(model, f"wgpu:{adapter['index']}")
                 session.run(None, {"in0": x})
                 assert session.report()["fallbacks"] == []
