@@ -60,14 +60,40 @@ def program_text(step: Step) -> str:
     return "\n".join(lines)
 
 
-def input_declaration(step: Step, j: int) -> str:
-    """Input j as a linear array of its GPU element type."""
-    return f"@group(0) @binding({j}) var<storage, read_write> x{j}: array<{wgsl_type(step.input_specs[j].dtype)}>;"
+def input_declaration(step: Step, j: int, *, vec4: bool = False) -> str:
+    """Input j as a linear array of its GPU element type (of vec4s of it with vec4)."""
+    element = wgsl_type(step.input_specs[j].dtype)
+    element = f"vec4<{element}>" if vec4 else element
+    return f"@group(0) @binding({j}) var<storage, read_write> x{j}: array<{element}>;"
 
 
 def as_float(step: Step, j: int, load: str) -> str:
     """`load` of input j as f32: converted when the input is cast (integer or bool)."""
     return f"f32({load})" if j in (step.attrs.get("cast_inputs") or ()) else load
+
+
+def vec4_load(step: Step, j: int, contiguous: bool) -> str:
+    """Input j's four elements of the group at its offset o<j> as a vec4<f32>: one vec4 load where
+    it is contiguous along the innermost axis, else its one element splat."""
+    if contiguous:
+        load = f"x{j}[o{j} / 4]"
+        return f"vec4<f32>({load})" if j in (step.attrs.get("cast_inputs") or ()) else load
+    return f"vec4<f32>({as_float(step, j, f'x{j}[o{j}]')})"
+
+
+def vec4_pattern(strides: list[list[int]]) -> list[bool] | None:
+    """Per input, whether fused_vec4.wgsl reads it as vec4s (contiguous along the innermost merged
+    axis) or one element splat (broadcast along it); None where an input is neither."""
+    pattern = [own[-1] == 1 if own and own[-1] in (0, 1) else None for own in strides]
+    return None if any(read is None for read in pattern) else pattern
+
+
+def vec4_applies(dims: list[int], strides: list[list[int]]) -> bool:
+    """Whether fused_vec4.wgsl runs this shape: an innermost merged axis of whole vec4s, and the
+    vec4-read inputs' offsets all multiples of 4."""
+    pattern = vec4_pattern(strides)
+    return (pattern is not None and bool(dims) and dims[-1] % 4 == 0
+            and all(stride % 4 == 0 for own, read in zip(strides, pattern, strict=True) if read for stride in own[:-1]))
 
 
 def merged_axes(step: Step) -> tuple[list[int], list[list[int]]]:
@@ -134,14 +160,29 @@ class FusedElementwiseGpu(GpuExecution):
         for own in strides:
             params += own + [0] * (MAX_RANK - len(own))
         count = len(step.inputs)
-        decls = [input_declaration(step, j) for j in range(count)]
-        decls += [f"@group(0) @binding({count}) var<storage, read_write> result: array<f32>;",
-                  f"@group(0) @binding({count + 1}) var<uniform> params: Params;"]
-        text = {"DECLS": "\n".join(decls), "PROGRAM": program_text(step),
-                "OFFSETS": " ".join(f"var o{j} = 0;" for j in range(count)),
-                "ACCUMULATE": " ".join(f"o{j} += coord * p({8 + MAX_RANK * j}u + u32(d));" for j in range(count)),
-                "LOADS": ", ".join(as_float(step, j, f"x{j}[o{j}]") for j in range(count))}
-        self.dispatch("fused/fused.wgsl", [*step.inputs, step.outputs[0]], params, -(-out.size // 4), text=text)
+        offsets = {"OFFSETS": " ".join(f"var o{j} = 0;" for j in range(count)),
+                   "ACCUMULATE": " ".join(f"o{j} += coord * p({8 + MAX_RANK * j}u + u32(d));" for j in range(count))}
+        tail = [f"@group(0) @binding({count}) var<storage, read_write> result: array<{{}}>;",
+                f"@group(0) @binding({count + 1}) var<uniform> params: Params;"]
+        tensors = [*step.inputs, step.outputs[0]]
+        kernels = {"fused/fused.wgsl": {
+            "DECLS": "\n".join([input_declaration(step, j) for j in range(count)] + [tail[0].format("f32"), tail[1]]),
+            "PROGRAM": program_text(step), **offsets,
+            "LOADS": ", ".join(as_float(step, j, f"x{j}[o{j}]") for j in range(count))}}
+        pattern = vec4_pattern(strides)
+        if pattern is not None:
+            decls = [input_declaration(step, j, vec4=pattern[j]) for j in range(count)]
+            loads = [f"let l{j} = {vec4_load(step, j, pattern[j])};" for j in range(count)]
+            lanes = [f"program({', '.join(f'l{j}.{c}' for j in range(count))})" for c in "xyzw"]
+            kernels["fused/fused_vec4.wgsl"] = {
+                "DECLS": "\n".join(decls + [tail[0].format("vec4<f32>"), tail[1]]), "PROGRAM": program_text(step),
+                **offsets, "LOADS": "\n    ".join(loads), "LANES": ", ".join(lanes)}
+        chosen = "fused/fused_vec4.wgsl" if vec4_applies(dims, strides) else "fused/fused.wgsl"
+        for path, text in kernels.items():  # the other kernel too: a resize may switch and must compile nothing
+            if path != chosen:
+                self.compile(path, tensors, text=text)
+        invocations = out.size // 4 if chosen == "fused/fused_vec4.wgsl" else -(-out.size // 4)
+        self.dispatch(chosen, tensors, params, invocations, text=kernels[chosen])
 
     def prepare_nc4hw4(self) -> None:
         from .layout import accessor_params, nc4hw4_dims

@@ -132,6 +132,37 @@ def test_program_reuses_operands_and_infinite_parameters():
     run_everywhere(model, {"x": x, "w": w}, t2 + t0)
 
 
+def fused_kernels(model, backend: str, feeds: dict) -> list[str]:
+    session = session_for(model, backend)
+    session.run(None, feeds)
+    return [d.kernel.path for seg in session.session.segments for _, ex in seg.steps
+            for d in getattr(ex, "dispatches", [])]
+
+
+def test_vec4_groups():
+    """Results whose innermost merged axis is whole vec4s run four elements at a time: inputs
+    contiguous along it (the output's shape, or broadcast over leading axes) read as vec4s, inputs
+    broadcast along it (a column, a 0-d constant) splat, integer inputs cast as they load."""
+    names = ["x", "row", "col", "mask", "mask_col", "k"]  # operands 0..5; step results from 6 on
+    steps = [Step("Binary", "mul", (0, 1)), Step("Binary", "add", (6, 2)), Step("Binary", "sub", (7, 3)),
+             Step("Binary", "mul", (8, 4)), Step("Binary", "add", (9, 5))]
+    shapes = {"x": (2, 3, 8), "row": (8,), "col": (2, 3, 1), "mask": (3, 8), "mask_col": (2, 1, 1)}
+    attrs = {**encode_program(steps), "cast_inputs": [3, 4]}
+    node = Node("FusedElementwise", names, ["y"], attrs, name="fused")
+    dtypes = {"mask": "int64", "mask_col": "int32"}
+    graph = Graph([node], [TensorInfo(n, dtypes.get(n, "float32"), sh) for n, sh in shapes.items()],
+                  [TensorInfo("y", "float32")], {"k": np.float32(0.5)})
+    model = read_model(model_to_bytes(Model(graph)))
+    feeds = {"x": r(2, 3, 8), "row": r(8), "col": r(2, 3, 1), "mask": rng.integers(0, 3, (3, 8)),
+             "mask_col": rng.integers(-2, 2, (2, 1, 1)).astype(np.int32)}
+    want = ((feeds["x"] * feeds["row"] + feeds["col"]) - feeds["mask"]) * feeds["mask_col"] + np.float32(0.5)
+    run_everywhere(model, feeds, want.astype(np.float32))
+    for adapter in ADAPTERS:
+        assert fused_kernels(model, f"wgpu:{adapter['index']}", feeds) == ["fused/fused_vec4.wgsl"]
+        odd = ir_model([Step("Binary", "add", (0, 1))], {"x": (2, 6), "w": (6,)})
+        assert fused_kernels(odd, f"wgpu:{adapter['index']}", {"x": r(2, 6), "w": r(6)}) == ["fused/fused.wgsl"]
+
+
 def test_nan_and_infinity_flow_through():
     steps = [Step("Binary", "div", (0, 1)), Step("Unary", "relu", (2,))]
     model = ir_model(steps, {"a": (6,), "b": (6,)})
