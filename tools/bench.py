@@ -89,22 +89,32 @@ class _ColdStart:
         self.threads = compile_threads() if self.caches else 0  # 0: nothing compiles (no GPU backend)
 
     def __enter__(self):
-        self.before = [(c.compiled, c.compile_seconds) for c in self.caches]
+        self.before = [(c.compiled, c.compile_seconds, *_warmups(c)) for c in self.caches]
         return self
 
     def __exit__(self, *exc):
-        for cache, (compiled, seconds) in zip(self.caches, self.before, strict=True):
+        self.warmed, self.warmup_seconds = 0, 0.0
+        for cache, (compiled, seconds, warmed, warmup_seconds) in zip(self.caches, self.before, strict=True):
             self.compiled += cache.compiled - compiled
             self.seconds += cache.compile_seconds - seconds
+            now_warmed, now_seconds = _warmups(cache)
+            self.warmed += now_warmed - warmed
+            self.warmup_seconds += now_seconds - warmup_seconds
+
+
+def _warmups(cache) -> tuple[int, float]:
+    """Kernels the driver generated code for ahead of the first run (warmup.py), and the seconds."""
+    return (cache.warmup.count, cache.warmup.seconds) if cache.warmup is not None else (0, 0.0)
 
 
 def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int = 20, vs: str | None = None,
-                profile: bool = False, seed: int = 0, show_progress: bool = True, driver_cache: bool = True,
+                profile: bool = False, seed: int = 0, show_progress: bool = True, driver_cache: str = "on",
                 lavapipe_threads: int | None = None) -> dict:
     """Benchmark one model; returns the dict `wgnn bench --json` prints. With profile=True, also
     `runs` profiled runs: result["per_op"] (rows in session order) and result["trace_events"].
-    driver_cache=False turns the GPU drivers' on-disk shader caches off first (before any GPU use
-    of the process), so the cold start is a first-ever run's; lavapipe_threads sets the worker
+    driver_cache="off" turns the GPU drivers' on-disk shader caches off first (before any GPU use
+    of the process), "empty" starts them empty in a temporary folder: either way the cold start is
+    a first-ever run's, without and with the driver warm-ups; lavapipe_threads sets the worker
     threads of Mesa's CPU drivers (LP_NUM_THREADS), also before any GPU use."""
     from ..backends.wgpu.context import lavapipe_threads as threads_of
     from ..engine.interpreter import Interpreter
@@ -114,10 +124,16 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
 
     if warmup < 0 or runs < 1:
         raise WgnnError("--warmup must be >= 0 and --runs >= 1")
-    if not driver_cache:
+    if driver_cache == "off":
         from ..backends.wgpu.context import disable_driver_shader_cache
 
         disable_driver_shader_cache()
+    elif driver_cache == "empty":
+        from ..backends.wgpu.context import use_empty_driver_shader_cache
+
+        use_empty_driver_shader_cache()
+    elif driver_cache != "on":
+        raise WgnnError(f"driver_cache must be 'on', 'off' or 'empty', got {driver_cache!r}")
     if lavapipe_threads is not None:
         from ..backends.wgpu.context import set_lavapipe_threads
 
@@ -168,7 +184,8 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,
         "compile_threads": compiling.threads,
-        "driver_shader_cache": "on" if driver_cache else "off",
+        "driver_shader_cache": driver_cache,
+        "driver_warmups": {"kernels": compiling.warmed, "seconds": compiling.warmup_seconds},
         "dispatches": sum(len(ex.dispatches) for s in gpu_segments for _, ex in s.steps),
         "views": report["views"],  # steps that share their input's storage and dispatch nothing
         "encode_us_per_step": _encode_cost(gpu_segments, runs),

@@ -166,7 +166,7 @@ class GpuExecution(Execution):
             params = list(params) + [0] * (STATUS_SLOT - len(params)) + [self.status_id]
             text = {**(text or {}), "REPORT_BAD": STATUS_WGSL}
             kinds.append(STORAGE)
-        kernel = self._pipeline(path, kinds, text, constants)
+        kernel = self._pipeline(path, kinds, text, constants, warm=True)
         uniform = backend.uniform(params, f"{self.step.label} params")
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
         if status is not None:
@@ -189,10 +189,11 @@ class GpuExecution(Execution):
         written = set(self.step.outputs)
         return [self.backend.binding_kind(name, name in written) for name in tensors]
 
-    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None) -> Kernel:
+    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None, *,
+                  warm: bool = False) -> Kernel:
         try:
             kernel = self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
-                                                constants={"WG": WORKGROUP, **(constants or {})})
+                                                constants={"WG": WORKGROUP, **(constants or {})}, warm=warm)
         except WgnnError as exc:
             raise type(exc)(f"{self.step.label}: {exc}") from None
         if kernel.pending:

@@ -4,8 +4,11 @@ Devices are shared: every session on the same adapter uses one device (created o
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 
@@ -62,6 +65,23 @@ def disable_driver_shader_cache() -> None:
                          "off before the first GPU use (e.g. at the start of a script, or with "
                          "`wgnn bench --no-driver-cache`)")
     os.environ.update(DRIVER_CACHE_OFF)
+
+
+def use_empty_driver_shader_cache() -> str:
+    """Point the drivers' on-disk shader caches (Mesa's, NVIDIA's) at a new empty folder for this
+    process, removed at exit: a machine's first-ever run, its cache on and empty, which the driver
+    warm-ups (warmup.py) fill ahead of the first run. Returns the folder. Only before the first GPU
+    use of the process."""
+    if _adapters is not None:
+        raise InputError("the GPU driver is loaded already in this process: its shader cache can only be moved "
+                         "before the first GPU use (e.g. at the start of a script, or with "
+                         "`wgnn bench --empty-driver-cache`)")
+    folder = tempfile.mkdtemp(prefix="wgnn-driver-cache-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ.update({"MESA_SHADER_CACHE_DIR": folder, "__GL_SHADER_DISK_CACHE_PATH": folder})
+    for name in DRIVER_CACHE_OFF:
+        os.environ.pop(name, None)
+    return folder
 
 
 # Mesa's CPU drivers (lavapipe for Vulkan, llvmpipe for OpenGL) split each dispatch over worker
@@ -182,6 +202,7 @@ class GpuContext:
         limits = {k: self.adapter.limits[k] for k in KEY_LIMITS if k in self.adapter.limits}
         try:
             self.device = self.adapter.request_device_sync(required_features=features, required_limits=limits)
+            self.requested_limits = limits  # warm-up devices (warmup.py) open with the same
         except Exception as exc:
             raise AdapterError(f"could not open a device on {self.info.name} ({self.info.backend}): {exc}") from None
         self.features = set(features)

@@ -18,6 +18,7 @@ compile to machine code at pipeline creation (NVIDIA's, AMD's) gain the most.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -28,7 +29,9 @@ from importlib import resources
 
 from ...engine.errors import WgnnError
 from .tuning import tuned_constants
+from .warmup import DriverWarmup, warmup_reason
 
+log = logging.getLogger("wgnn.wgpu")
 PARAM_PATTERN = re.compile(r"\{\{(\w+)\}\}")
 INCLUDE_PATTERN = re.compile(r"^[ \t]*//[ \t]*include:[ \t]*(\S+)[ \t]*$", re.M)
 # Binding kinds of a kernel, in binding order: tensors in buffers are read_write storage (one
@@ -124,11 +127,14 @@ class Kernel:
         self.bindings = bindings
         self.path = path
         self.workgroup = workgroup  # its WG override constant: dispatch grids count workgroups of this size
+        self.warm_requested = False
+        self.warming: Future | None = None  # the driver generating its code ahead (warmup.py)
 
     @property
     def pending(self) -> bool:
-        """Whether the compile has not been waited for yet (it may have finished, or failed)."""
-        return "pipeline" not in self.__dict__
+        """Whether the compile, or the warm-up, has not been waited for yet (it may have finished,
+        or failed)."""
+        return "pipeline" not in self.__dict__ or self.warming is not None
 
     def __getattr__(self, name: str):
         # Only for attributes not set yet: `pipeline` while it compiles.
@@ -137,10 +143,34 @@ class Kernel:
         return self.wait()
 
     def wait(self):
-        """The pipeline, once compiled; a KernelCompileError raises here."""
-        if self.pending:
+        """The pipeline, once compiled (and warmed up, where asked); a KernelCompileError raises here."""
+        if "pipeline" not in self.__dict__:
             self.pipeline = self._compiling.result()
+        if self.warming is not None:
+            self.warming.result()  # a warm-up never raises (warmup.py)
+            self.warming = None
         return self.pipeline
+
+
+def layout_entries(wgpu, bindings: tuple[str, ...]) -> list[dict]:
+    """Bind group layout entries for a kernel's binding kinds, in binding order."""
+    entries = []
+    for index, kind in enumerate(bindings):
+        layout_entry = {"binding": index, "visibility": wgpu.ShaderStage.COMPUTE}
+        if kind == TEXTURE_IN:
+            layout_entry["texture"] = {"sample_type": wgpu.TextureSampleType.unfilterable_float,
+                                       "view_dimension": wgpu.TextureViewDimension.d2_array}
+        elif kind in (TEXTURE_OUT, TEXTURE_OUT_HALF):
+            texture_format = wgpu.TextureFormat.rgba16float if kind == TEXTURE_OUT_HALF else \
+                wgpu.TextureFormat.rgba32float
+            layout_entry["storage_texture"] = {"access": wgpu.StorageTextureAccess.write_only,
+                                               "format": texture_format,
+                                               "view_dimension": wgpu.TextureViewDimension.d2_array}
+        else:
+            kind_type = wgpu.BufferBindingType.uniform if kind == UNIFORM else wgpu.BufferBindingType.storage
+            layout_entry["buffer"] = {"type": kind_type}
+        entries.append(layout_entry)
+    return entries
 
 
 class PipelineCache:
@@ -154,42 +184,53 @@ class PipelineCache:
         self._lock = threading.Lock()  # the table (sessions on several threads share the cache)
         self._timing = threading.Lock()
         self._workers: ThreadPoolExecutor | None = None
+        self.warmup: DriverWarmup | None = None  # made with the worker threads, where it helps
 
     def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
-            constants: dict[str, float] | None = None, entry: str = "main") -> Kernel:
+            constants: dict[str, float] | None = None, entry: str = "main", warm: bool = False) -> Kernel:
+        """The kernel, compiling. warm: it will be dispatched, so have a driver that generates code
+        lazily generate it now (warmup.py); variants compiled only for a later resize are not."""
         code = render(path, params or {})
         constants = tuned_constants(self.context, path, constants)  # a tuned WG where wgnn tune measured one
-        key = (hashlib.sha1(code.encode()).hexdigest(), entry, tuple(sorted((constants or {}).items())), bindings)
+        key = (hashlib.sha1(code.encode()).hexdigest(), entry, tuple(sorted(constants.items())), bindings)
         with self._lock:
             kernel = self.pipelines.get(key)
             if kernel is None:
-                kernel = self.pipelines[key] = self._compile(path, code, bindings, constants or {}, entry)
+                kernel = self.pipelines[key] = self._compile(path, code, bindings, constants, entry)
+            if warm and self.warmup is not None and not kernel.warm_requested:
+                kernel.warm_requested = True
+                kernel.warming = self._workers.submit(self.warmup.warm, code, bindings, constants, entry)
         return kernel
 
     def _compile(self, path, code, bindings, constants, entry) -> Kernel:
         """The kernel, its pipeline compiling on a worker thread (or compiled, with one thread)."""
         device = self.context.device
         try:
-            layout = device.create_bind_group_layout(entries=self._layout_entries(bindings))
+            layout = device.create_bind_group_layout(entries=layout_entries(self.context.wgpu, bindings))
         except Exception as exc:
             raise KernelCompileError(f"kernels_wgsl/{path}: bad bindings {bindings} on {self.context.name}: "
                                      f"{exc}") from None
         self.compiled += 1
         workgroup = int(constants.get("WG", 64))
         threads = compile_threads()
+        build = (path, code, layout, bindings, constants, entry)
         if threads == 1:
-            return Kernel(self._build(path, code, layout, constants, entry), layout, bindings, path, workgroup)
+            return Kernel(self._build(*build), layout, bindings, path, workgroup)
         if self._workers is None:
             self._workers = ThreadPoolExecutor(threads, thread_name_prefix="wgnn-compile")
-        return Kernel(self._workers.submit(self._build, path, code, layout, constants, entry), layout, bindings,
-                      path, workgroup)
+            reason = warmup_reason(self.context, threads)
+            if reason is None:
+                self.warmup = DriverWarmup(self.context)
+            else:
+                log.debug("no driver warm-ups on %s: %s", self.context.name, reason)
+        return Kernel(self._workers.submit(self._build, *build), layout, bindings, path, workgroup)
 
-    def _build(self, path, code, layout, constants, entry):
+    def _build(self, path, code, layout, bindings, constants, entry):
         device = self.context.device
         start = time.perf_counter()
         try:
             module = device.create_shader_module(code=code, label=path)
-            return device.create_compute_pipeline(
+            pipeline = device.create_compute_pipeline(
                 layout=device.create_pipeline_layout(bind_group_layouts=[layout]),
                 compute={"module": module, "entry_point": entry, "constants": constants})
         except Exception as exc:
@@ -197,26 +238,7 @@ class PipelineCache:
         finally:
             with self._timing:
                 self.compile_seconds += time.perf_counter() - start
-
-    def _layout_entries(self, bindings: tuple[str, ...]) -> list[dict]:
-        wgpu = self.context.wgpu
-        entries = []
-        for index, kind in enumerate(bindings):
-            layout_entry = {"binding": index, "visibility": wgpu.ShaderStage.COMPUTE}
-            if kind == TEXTURE_IN:
-                layout_entry["texture"] = {"sample_type": wgpu.TextureSampleType.unfilterable_float,
-                                    "view_dimension": wgpu.TextureViewDimension.d2_array}
-            elif kind in (TEXTURE_OUT, TEXTURE_OUT_HALF):
-                texture_format = wgpu.TextureFormat.rgba16float if kind == TEXTURE_OUT_HALF else \
-                    wgpu.TextureFormat.rgba32float
-                layout_entry["storage_texture"] = {"access": wgpu.StorageTextureAccess.write_only,
-                                            "format": texture_format,
-                                            "view_dimension": wgpu.TextureViewDimension.d2_array}
-            else:
-                kind_type = wgpu.BufferBindingType.uniform if kind == UNIFORM else wgpu.BufferBindingType.storage
-                layout_entry["buffer"] = {"type": kind_type}
-            entries.append(layout_entry)
-        return entries
+        return pipeline
 
 
 def pipeline_cache(context) -> PipelineCache:

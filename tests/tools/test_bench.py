@@ -120,8 +120,34 @@ def test_no_driver_cache_turns_the_drivers_disk_cache_off(tmp_path, monkeypatch)
 
 
 @needs_gpu
+def test_empty_driver_cache_starts_a_new_cache_that_warmups_fill(tmp_path, monkeypatch):
+    """--empty-driver-cache: a first-ever run with the cache on. The user's cache folder gets
+    nothing; on lavapipe the driver generates the kernels' code during prepare (driver warm-ups)."""
+    model = _relu_model(tmp_path / "relu.onnx")
+    adapter = gpu_adapters()[0]
+    user_cache = tmp_path / "user"
+    monkeypatch.setenv("MESA_SHADER_CACHE_DIR", str(user_cache))
+    monkeypatch.setenv("WGNN_DRIVER_WARMUP", "1")
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
+    monkeypatch.delenv("MESA_SHADER_CACHE_DISABLE", raising=False)
+    args = ("--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--empty-driver-cache")
+    done = bench(model, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["driver_shader_cache"] == "empty" and not user_cache.exists()
+    lavapipe = "llvmpipe" in adapter["name"].lower() and adapter["backend"] == "Vulkan"
+    assert (result["driver_warmups"]["kernels"] > 0) == lavapipe
+    text = bench(model, *args)
+    assert text.returncode == 0 and "(drivers' shader caches empty)" in text.stdout
+    assert ("kernels' code during prepare" in text.stdout) == lavapipe
+    both = bench(model, *args, "--no-driver-cache")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+@needs_gpu
 @pytest.mark.parametrize(("setting", "arguments", "variable"), [
-    ("disable_driver_shader_cache", (), "MESA_SHADER_CACHE_DISABLE"), ("set_lavapipe_threads", (0,), "LP_NUM_THREADS")])
+    ("disable_driver_shader_cache", (), "MESA_SHADER_CACHE_DISABLE"), ("set_lavapipe_threads", (0,), "LP_NUM_THREADS"),
+    ("use_empty_driver_shader_cache", (), "MESA_SHADER_CACHE_DIR")])
 def test_driver_settings_cannot_change_once_the_driver_is_loaded(setting, arguments, variable, monkeypatch):
     from wgnn.backends.wgpu import context
     from wgnn.engine.errors import InputError

@@ -38,9 +38,14 @@ def register(subparsers) -> None:
     p.add_argument("--per-op", action="store_true", help="time every op in --runs extra profiled runs")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the profiled runs")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--no-driver-cache", action="store_true",
-                   help="turn the GPU drivers' on-disk shader caches off (Mesa, NVIDIA), so the cold start is a "
-                        "machine's first-ever run: lavapipe compiles each kernel at its first dispatch")
+    first_ever = p.add_mutually_exclusive_group()
+    first_ever.add_argument("--no-driver-cache", action="store_true",
+                            help="turn the GPU drivers' on-disk shader caches off (Mesa, NVIDIA), so the cold start "
+                                 "is a machine's first-ever run: lavapipe compiles each kernel at its first dispatch")
+    first_ever.add_argument("--empty-driver-cache", action="store_true",
+                            help="start the drivers' shader caches empty, in a temporary folder: a first-ever run "
+                                 "with the cache on, which lavapipe's code generation fills ahead of the first run, "
+                                 "side by side (driver warm-ups)")
     p.add_argument("--lavapipe-threads", type=int, metavar="N",
                    help="worker threads of Mesa's CPU drivers (LP_NUM_THREADS; default one per core): 0 runs each "
                         "dispatch on the driver's queue thread, faster for small models on few cores")
@@ -74,9 +79,10 @@ def cmd_bench(args) -> int:
         raise WgnnError(f"--vs {args.vs} needs the ONNX model, and {path} is a .wgnn file")
     config = Config(providers=_providers(args.provider), adapter=args.adapter, storage=args.storage,
                     precision=args.precision)
+    driver_cache = "off" if args.no_driver_cache else "empty" if args.empty_driver_cache else "on"
     result = bench_model(path, config, parse_shape_options(args.shape), warmup=args.warmup, runs=args.runs,
                          vs=args.vs, profile=bool(args.per_op or args.trace), seed=args.seed,
-                         show_progress=not args.json, driver_cache=not args.no_driver_cache,
+                         show_progress=not args.json, driver_cache=driver_cache,
                          lavapipe_threads=args.lavapipe_threads)
     events = result.pop("trace_events", [])
     if args.trace:
@@ -96,7 +102,7 @@ def cmd_bench_kernels(args) -> int:
 
     if args.model is not None:
         raise InputError("--kernels benchmarks the adapter and takes no MODEL")
-    for option in ("vs", "per_op", "trace", "shape", "provider", "no_driver_cache"):
+    for option in ("vs", "per_op", "trace", "shape", "provider", "no_driver_cache", "empty_driver_cache"):
         if getattr(args, option):
             raise InputError(f"--{option.replace('_', '-')} does not go with --kernels")
     if args.lavapipe_threads is not None:
@@ -117,6 +123,13 @@ def _rate(x) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+def _warmup_text(warmups: dict | None) -> str:
+    if not warmups or not warmups["kernels"]:
+        return ""
+    return (f"; the driver generated {warmups['kernels']} kernels' code during prepare "
+            f"({warmups['seconds'] * 1e3:.0f} ms over the threads)")
+
+
 def format_bench(result: dict) -> str:
     from ..cli import _shape_text, table
 
@@ -130,7 +143,9 @@ def format_bench(result: dict) -> str:
              f"{cold['shader_compile']:.1f} ms, {result['pipelines_compiled']} pipelines"
              + (f", {result['compile_threads']} threads" if result.get("compile_threads", 0) > 1 else "") + "), "
              f"first run {cold['first_run']:.1f} ms"
-             + (" (drivers' shader caches off)" if result.get("driver_shader_cache") == "off" else ""),
+             + (" (drivers' shader caches off)" if result.get("driver_shader_cache") == "off" else
+                " (drivers' shader caches empty)" if result.get("driver_shader_cache") == "empty" else "")
+             + _warmup_text(result.get("driver_warmups")),
              "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
              + f"; {result['dispatches']} GPU dispatches per run; {result['views']} view(s); "
                f"{result['segments']} segment(s); "

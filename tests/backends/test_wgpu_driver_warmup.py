@@ -1,0 +1,162 @@
+"""Driver warm-ups (backends/wgpu/warmup.py): on lavapipe the kernels a session dispatches get
+their machine code generated during prepare, on warm-up devices side by side, into Mesa's disk
+cache; variants compiled only for a later resize are not warmed; a record skips them next time."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from helpers import Const, gpu_adapters, make_model, session_for
+from wgnn.backends.wgpu import warmup
+from wgnn.backends.wgpu.context import get_context
+from wgnn.backends.wgpu.loader import STORAGE, UNIFORM, pipeline_cache
+
+LAVAPIPE = [a["index"] for a in gpu_adapters() if "llvmpipe" in a["name"].lower() and a["backend"] == "Vulkan"]
+needs_lavapipe = pytest.mark.skipif(not LAVAPIPE, reason="no lavapipe (Vulkan llvmpipe) adapter")
+
+
+def fake_context(name="llvmpipe (LLVM 15.0.6, 256 bits)", backend="Vulkan"):
+    return SimpleNamespace(info=SimpleNamespace(name=name, backend=backend), name=name)
+
+
+def test_warmups_apply_only_where_the_driver_generates_code_lazily(monkeypatch):
+    monkeypatch.delenv("WGNN_DRIVER_WARMUP", raising=False)
+    monkeypatch.delenv("MESA_SHADER_CACHE_DISABLE", raising=False)
+    assert warmup.warmup_reason(fake_context(), 2) is None
+    assert "created" in warmup.warmup_reason(fake_context("NVIDIA H200"), 2)
+    assert "created" in warmup.warmup_reason(fake_context(backend="OpenGL"), 2)
+    assert warmup.warmup_reason(fake_context(), 1) == "one compile thread"
+    monkeypatch.setenv("MESA_SHADER_CACHE_DISABLE", "true")
+    assert "MESA_SHADER_CACHE_DISABLE" in warmup.warmup_reason(fake_context(), 2)
+    monkeypatch.delenv("MESA_SHADER_CACHE_DISABLE")
+    monkeypatch.setenv("WGNN_DRIVER_WARMUP", "0")
+    assert warmup.warmup_reason(fake_context(), 2) == "WGNN_DRIVER_WARMUP=0"
+
+
+RELU = """
+@group(0) @binding(0) var<storage, read_write> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> y: array<vec4<f32>>;
+@group(0) @binding(2) var<uniform> params: array<vec4<u32>, 4>;
+override WG: u32 = 64;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < params[0].x) {
+        y[id.x] = max(x[id.x], vec4<f32>(0.0));
+    }
+}
+"""
+
+
+def unary_kernel(tag: str) -> tuple:
+    """A kernel text no other test compiles (the tag is a comment line), its bindings and constants."""
+    return RELU + f"// {tag}\n", (STORAGE, STORAGE, UNIFORM), {"WG": 64}, "main"
+
+
+@needs_lavapipe
+def test_a_warmup_records_the_kernel_and_a_later_process_skips_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
+    context = get_context(LAVAPIPE[0])
+    first = warmup.DriverWarmup(context)
+    kernel = unary_kernel(f"warm {os.getpid()} {tmp_path.name}")
+    first.warm(*kernel)
+    first.warm(*kernel)  # once per kernel
+    assert first.broken is None and first.count == 1 and first.seconds > 0
+    assert len(first.record_path.read_text().split()) == 1
+    later = warmup.DriverWarmup(context)  # reads the record, as a later process does
+    later.warm(*kernel)
+    assert later.count == 0
+    later.warm(*unary_kernel(f"other {os.getpid()} {tmp_path.name}"))
+    assert later.count == 1 and len(later.record_path.read_text().split()) == 2
+
+
+@needs_lavapipe
+def test_a_failing_warmup_turns_warmups_off_and_never_fails(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
+    broken = warmup.DriverWarmup(get_context(LAVAPIPE[0]))
+
+    def fail(*args):
+        raise RuntimeError("device lost\nmore")
+
+    monkeypatch.setattr(broken, "_dispatch_once", fail)
+    with caplog.at_level("INFO", logger="wgnn.wgpu"):
+        broken.warm(*unary_kernel("fails"))
+        broken.warm(*unary_kernel("fails too"))
+    assert broken.broken == "device lost" and broken.count == 0
+    assert [r.getMessage() for r in caplog.records if "warm-ups off" in r.getMessage()] == [
+        f"driver warm-ups off on {broken.context.name}: device lost"]
+
+
+def conv_model(seed: int):
+    """A 3x3 Conv on channels not a multiple of 4, with padding: its step dispatches one kernel and
+    compiles the other conv paths' kernels for a later resize."""
+    rng = np.random.default_rng(seed)
+    return make_model("Conv", [rng.standard_normal((1, 6, 9, 7), np.float32),
+                               Const(rng.standard_normal((5, 6, 3, 3), np.float32))], {"pads": [1, 1, 1, 1]})
+
+
+def conv_feeds(model) -> dict:
+    return {model.graph.input[0].name: np.random.default_rng(1).standard_normal((1, 6, 9, 7)).astype(np.float32)}
+
+
+@needs_lavapipe
+def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
+    context = get_context(LAVAPIPE[0])
+    session_for(conv_model(7).SerializeToString(), f"wgpu:{LAVAPIPE[0]}")  # the compile threads exist
+    cache = pipeline_cache(context)
+    monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
+    monkeypatch.setattr(cache, "pipelines", {})  # every kernel compiles anew, as in a new process
+    model = conv_model(8)
+    session = session_for(model.SerializeToString(), f"wgpu:{LAVAPIPE[0]}")
+    new = list(cache.pipelines.values())
+    dispatched = {id(d.kernel) for s in session.session.segments for _, ex in s.steps
+                  for d in getattr(ex, "dispatches", [])}
+    warmed = [kernel for kernel in new if kernel.warm_requested]
+    assert warmed and all(id(kernel) in dispatched for kernel in warmed)
+    assert any(id(kernel) not in dispatched and not kernel.warm_requested for kernel in new)  # for a resize
+    assert cache.warmup.count == len(warmed) and cache.warmup.broken is None
+    assert not any(kernel.pending for kernel in warmed)  # the resize waited for their warm-ups too
+    x = conv_feeds(model)
+    np.testing.assert_allclose(session.run(None, x)[0], session_for(model.SerializeToString(), "numpy").run(None, x)[0],
+                               rtol=1e-4, atol=1e-4)
+
+
+PROCESS = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    import wgnn
+    session = wgnn.InferenceSession(sys.argv[2], config=wgnn.Config(providers=("wgpu",), adapter=int(sys.argv[1])))
+    cache = session.session.backends[0].pipelines
+    files = [f for f in Path(sys.argv[3]).rglob("*") if f.is_file()]
+    out = session.run(None, {session.get_inputs()[0].name: np.ones((1, 6, 9, 7), np.float32)})[0]
+    print(json.dumps({"warmed": cache.warmup.count if cache.warmup else None, "cache_files_at_prepare": len(files),
+                      "output": out.tolist()}))
+""")
+
+
+@needs_lavapipe
+def test_warmups_fill_mesas_cache_during_prepare_in_a_new_process(tmp_path):
+    """A fresh process with an empty Mesa cache: with warm-ups the driver's code is on disk before
+    the first run; without them it is not (lavapipe generates it at the first dispatch)."""
+    model = tmp_path / "conv.onnx"
+    model.write_bytes(conv_model(11).SerializeToString())
+    results = {}
+    for setting in ("1", "0"):
+        mesa = tmp_path / f"mesa{setting}"
+        env = {**os.environ, "WGNN_DRIVER_WARMUP": setting, "WGNN_COMPILE_THREADS": "2",
+               "MESA_SHADER_CACHE_DIR": str(mesa), "WGNN_CACHE_DIR": str(tmp_path / f"wgnn{setting}")}
+        env.pop("MESA_SHADER_CACHE_DISABLE", None)
+        done = subprocess.run([sys.executable, "-c", PROCESS, str(LAVAPIPE[0]), str(model), str(mesa)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        results[setting] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert results["1"]["warmed"] > 0 and results["0"]["warmed"] is None
+    # Mesa's index file is there either way; the kernels' code only with warm-ups.
+    assert results["1"]["cache_files_at_prepare"] > results["0"]["cache_files_at_prepare"]
+    np.testing.assert_allclose(results["1"]["output"], results["0"]["output"], rtol=1e-5, atol=1e-5)
