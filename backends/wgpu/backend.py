@@ -19,6 +19,7 @@ from ..base import Backend, Execution, Step, register_backend
 from .context import get_context
 from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
 from .tuning import kernel_grid, tuned_storage
+from .warmup import texture_traits
 
 log = logging.getLogger("wgnn.wgpu")
 
@@ -166,9 +167,10 @@ class GpuExecution(Execution):
             params = list(params) + [0] * (STATUS_SLOT - len(params)) + [self.status_id]
             text = {**(text or {}), "REPORT_BAD": STATUS_WGSL}
             kinds.append(STORAGE)
-        kernel = self._pipeline(path, kinds, text, constants, warm=True)
-        uniform = backend.uniform(params, f"{self.step.label} params")
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
+        kernel = self._pipeline(path, kinds, text, constants,
+                                warm=tuple(texture_traits(entry["resource"]) for entry in entries))
+        uniform = backend.uniform(params, f"{self.step.label} params")
         if status is not None:
             entries.append({"binding": len(entries), "resource": backend.status_binding()})
         entries.append({"binding": len(entries), "resource": {"buffer": uniform, "offset": 0, "size": uniform.size}})
@@ -190,7 +192,7 @@ class GpuExecution(Execution):
         return [self.backend.binding_kind(name, name in written) for name in tensors]
 
     def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None, *,
-                  warm: bool = False) -> Kernel:
+                  warm: tuple | None = None) -> Kernel:
         try:
             kernel = self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
                                                 constants={"WG": WORKGROUP, **(constants or {})}, warm=warm)

@@ -127,14 +127,14 @@ class Kernel:
         self.bindings = bindings
         self.path = path
         self.workgroup = workgroup  # its WG override constant: dispatch grids count workgroups of this size
-        self.warm_requested = False
-        self.warming: Future | None = None  # the driver generating its code ahead (warmup.py)
+        self.warmed_for: set[tuple] = set()  # texture traits the driver was asked to generate code for
+        self.warming: list[Future] = []  # the driver generating its code ahead (warmup.py)
 
     @property
     def pending(self) -> bool:
         """Whether the compile, or the warm-up, has not been waited for yet (it may have finished,
         or failed)."""
-        return "pipeline" not in self.__dict__ or self.warming is not None
+        return "pipeline" not in self.__dict__ or bool(self.warming)
 
     def __getattr__(self, name: str):
         # Only for attributes not set yet: `pipeline` while it compiles.
@@ -146,9 +146,8 @@ class Kernel:
         """The pipeline, once compiled (and warmed up, where asked); a KernelCompileError raises here."""
         if "pipeline" not in self.__dict__:
             self.pipeline = self._compiling.result()
-        if self.warming is not None:
-            self.warming.result()  # a warm-up never raises (warmup.py)
-            self.warming = None
+        while self.warming:
+            self.warming.pop().result()  # a warm-up never raises (warmup.py)
         return self.pipeline
 
 
@@ -187,8 +186,9 @@ class PipelineCache:
         self.warmup: DriverWarmup | None = None  # made with the worker threads, where it helps
 
     def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
-            constants: dict[str, float] | None = None, entry: str = "main", warm: bool = False) -> Kernel:
-        """The kernel, compiling. warm: it will be dispatched, so have a driver that generates code
+            constants: dict[str, float] | None = None, entry: str = "main", warm: tuple | None = None) -> Kernel:
+        """The kernel, compiling. warm: it will be dispatched on textures of these traits (one per
+        binding, warmup.texture_traits; () for buffers only), so have a driver that generates code
         lazily generate it now (warmup.py); variants compiled only for a later resize are not."""
         code = render(path, params or {})
         constants = tuned_constants(self.context, path, constants)  # a tuned WG where wgnn tune measured one
@@ -197,9 +197,9 @@ class PipelineCache:
             kernel = self.pipelines.get(key)
             if kernel is None:
                 kernel = self.pipelines[key] = self._compile(path, code, bindings, constants, entry)
-            if warm and self.warmup is not None and not kernel.warm_requested:
-                kernel.warm_requested = True
-                kernel.warming = self._workers.submit(self.warmup.warm, code, bindings, constants, entry)
+            if warm is not None and self.warmup is not None and warm not in kernel.warmed_for:
+                kernel.warmed_for.add(warm)
+                kernel.warming.append(self._workers.submit(self.warmup.warm, code, bindings, constants, entry, warm))
         return kernel
 
     def _compile(self, path, code, bindings, constants, entry) -> Kernel:

@@ -7,11 +7,12 @@ run, one kernel after another. It keeps that code in Mesa's on-disk shader cache
 device of the process reads.
 
 So there, each pipeline-compiling thread (loader.PipelineCache) owns a second device on the same
-adapter, a *warm-up device*: after compiling a pipeline for the session's device it builds the same
-pipeline on its warm-up device and dispatches it with zero workgroups over placeholder bindings.
-The driver generates the code then, on that device's queue thread, beside the other threads', and
-writes it to the disk cache, where the session's device finds it at its first run. The session's
-resize waits for its kernels' warm-ups as it waits for their pipelines.
+adapter, a *warm-up device*: for each kernel a session's steps dispatch (not the variants compiled
+only for a later resize) it builds the same pipeline on its warm-up device and dispatches it with
+zero workgroups over placeholder bindings (textures like the session's where the code depends on
+them: texture_traits). The driver generates the code then, on that device's queue thread, beside
+the other threads', and writes it to the disk cache, where the session's device finds it at its
+first run. The session's resize waits for its kernels' warm-ups as it waits for their pipelines.
 
 A record of the kernels warmed (a file per adapter, driver and Mesa cache folder, in wgnn's cache
 folder) keeps later processes from building every pipeline twice: a kernel found there is not
@@ -40,6 +41,21 @@ WARMUP_ENV = "WGNN_DRIVER_WARMUP"
 # is 64 KiB), so every binding meets its shader's minimum size; nothing is read at zero workgroups.
 PLACEHOLDER_BYTES = 1 << 16
 RECORD_PREFIX = "driver-code-"
+
+
+def texture_traits(resource) -> tuple | None:
+    """What lavapipe's code for a kernel depends on in a bound texture (its variant key): the
+    format, whether width and height are powers of two, whether it has several layers. None for a
+    buffer binding. (Measured: placeholders of 1x1x1 missed the cache for every texture kernel.)"""
+    texture = getattr(resource, "texture", None)
+    if texture is None:
+        return None
+    width, height, layers = texture.size
+
+    def power_of_two(n: int) -> bool:
+        return n & (n - 1) == 0
+
+    return str(texture.format), power_of_two(width), power_of_two(height), layers > 1
 
 
 def warmup_reason(context, threads: int) -> str | None:
@@ -98,14 +114,16 @@ class DriverWarmup:
         except OSError:
             return set()
 
-    def warm(self, code: str, bindings: tuple[str, ...], constants: dict, entry: str) -> None:
-        """Have the driver generate this kernel's code now, on this thread's warm-up device."""
-        key = hashlib.sha1(repr((code, entry, sorted(constants.items()), bindings)).encode()).hexdigest()
+    def warm(self, code: str, bindings: tuple[str, ...], constants: dict, entry: str,
+             textures: tuple = ()) -> None:
+        """Have the driver generate this kernel's code now, on this thread's warm-up device, for
+        bound textures of these texture_traits (one per binding; None or absent: a buffer)."""
+        key = hashlib.sha1(repr((code, entry, sorted(constants.items()), bindings, textures)).encode()).hexdigest()
         if self.broken or key in self.warmed:
             return
         start = time.perf_counter()
         try:
-            self._dispatch_once(code, bindings, constants, entry)
+            self._dispatch_once(code, bindings, constants, entry, textures)
         except Exception as exc:  # a warm-up only saves time: never fail the session on it
             with self._lock:
                 if not self.broken:
@@ -132,7 +150,7 @@ class DriverWarmup:
             local.reader = make_reader(context.wgpu, local.device)  # waits blocked, not polling
         return local.device, local.reader
 
-    def _dispatch_once(self, code, bindings, constants, entry) -> None:
+    def _dispatch_once(self, code, bindings, constants, entry, textures) -> None:
         from .loader import layout_entries
 
         wgpu = self.context.wgpu
@@ -142,7 +160,8 @@ class DriverWarmup:
             layout=device.create_pipeline_layout(bind_group_layouts=[layout]),
             compute={"module": device.create_shader_module(code=code), "entry_point": entry,
                      "constants": constants})
-        entries = [{"binding": index, "resource": self._placeholder(device, kind)}
+        traits = list(textures) + [None] * (len(bindings) - len(textures))
+        entries = [{"binding": index, "resource": self._placeholder(device, kind, traits[index])}
                    for index, kind in enumerate(bindings)]
         done = device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         source = device.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_SRC)
@@ -156,15 +175,17 @@ class DriverWarmup:
         device.queue.submit([encoder.finish()])
         reader.read(done, 16)
 
-    def _placeholder(self, device, kind: str):
+    def _placeholder(self, device, kind: str, traits: tuple | None):
         from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT_HALF, UNIFORM
 
         wgpu = self.context.wgpu
         if kind in (STORAGE, UNIFORM):
             usage = wgpu.BufferUsage.UNIFORM if kind == UNIFORM else wgpu.BufferUsage.STORAGE
             return {"buffer": device.create_buffer(size=PLACEHOLDER_BYTES, usage=usage)}
-        # The driver's code depends on the image formats bound: the same ones as the session's.
+        if traits is None:  # nothing known: what an fp32 session binds most
+            traits = ("rgba16float" if kind == TEXTURE_OUT_HALF else "rgba32float", True, True, True)
+        texture_format, pot_width, pot_height, layered = traits
         texture = device.create_texture(
-            size=(1, 1, 1), format="rgba16float" if kind == TEXTURE_OUT_HALF else "rgba32float",
+            size=(1 if pot_width else 3, 1 if pot_height else 3, 2 if layered else 1), format=texture_format,
             usage=wgpu.TextureUsage.TEXTURE_BINDING if kind == TEXTURE_IN else wgpu.TextureUsage.STORAGE_BINDING)
         return texture.create_view(dimension="2d-array")

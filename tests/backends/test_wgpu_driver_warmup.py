@@ -13,7 +13,9 @@ import pytest
 from helpers import Const, gpu_adapters, make_model, session_for
 from wgnn.backends.wgpu import warmup
 from wgnn.backends.wgpu.context import get_context
-from wgnn.backends.wgpu.loader import STORAGE, UNIFORM, pipeline_cache
+from wgnn.backends.wgpu.loader import STORAGE, TEXTURE_IN, UNIFORM, pipeline_cache
+
+import wgnn
 
 LAVAPIPE = [a["index"] for a in gpu_adapters() if "llvmpipe" in a["name"].lower() and a["backend"] == "Vulkan"]
 needs_lavapipe = pytest.mark.skipif(not LAVAPIPE, reason="no lavapipe (Vulkan llvmpipe) adapter")
@@ -103,7 +105,8 @@ def conv_feeds(model) -> dict:
 
 
 @needs_lavapipe
-def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("storage", "precision"), [("buffer", "fp32"), ("texture", "fp32"), ("texture", "fp16")])
+def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, storage, precision):
     monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
     context = get_context(LAVAPIPE[0])
@@ -112,18 +115,22 @@ def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
     monkeypatch.setattr(cache, "pipelines", {})  # every kernel compiles anew, as in a new process
     model = conv_model(8)
-    session = session_for(model.SerializeToString(), f"wgpu:{LAVAPIPE[0]}")
+    session = wgnn.InferenceSession(model.SerializeToString(), config=wgnn.Config(
+        providers=("wgpu", "numpy"), adapter=LAVAPIPE[0], storage=storage, precision=precision))
     new = list(cache.pipelines.values())
     dispatched = {id(d.kernel) for s in session.session.segments for _, ex in s.steps
                   for d in getattr(ex, "dispatches", [])}
-    warmed = [kernel for kernel in new if kernel.warm_requested]
+    warmed = [kernel for kernel in new if kernel.warmed_for]
     assert warmed and all(id(kernel) in dispatched for kernel in warmed)
-    assert any(id(kernel) not in dispatched and not kernel.warm_requested for kernel in new)  # for a resize
+    assert any(id(kernel) not in dispatched and not kernel.warmed_for for kernel in new)  # for a resize
     assert cache.warmup.count == len(warmed) and cache.warmup.broken is None
+    kinds = {kind for kernel in warmed for kind in kernel.bindings}
+    assert (TEXTURE_IN in kinds) == (storage == "texture")  # placeholders of the session's formats
     assert not any(kernel.pending for kernel in warmed)  # the resize waited for their warm-ups too
     x = conv_feeds(model)
+    tolerance = 1e-2 if precision == "fp16" else 1e-4
     np.testing.assert_allclose(session.run(None, x)[0], session_for(model.SerializeToString(), "numpy").run(None, x)[0],
-                               rtol=1e-4, atol=1e-4)
+                               rtol=tolerance, atol=tolerance)
 
 
 PROCESS = textwrap.dedent("""
@@ -131,19 +138,27 @@ PROCESS = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     import wgnn
-    session = wgnn.InferenceSession(sys.argv[2], config=wgnn.Config(providers=("wgpu",), adapter=int(sys.argv[1])))
+    adapter, model, mesa, storage, precision = sys.argv[1:]
+    config = wgnn.Config(providers=("wgpu",), adapter=int(adapter), storage=storage, precision=precision)
+    session = wgnn.InferenceSession(model, config=config)
     cache = session.session.backends[0].pipelines
-    files = [f for f in Path(sys.argv[3]).rglob("*") if f.is_file()]
+
+    def files():
+        return len([f for f in Path(mesa).rglob("*") if f.is_file()])
+
+    at_prepare = files()
     out = session.run(None, {session.get_inputs()[0].name: np.ones((1, 6, 9, 7), np.float32)})[0]
-    print(json.dumps({"warmed": cache.warmup.count if cache.warmup else None, "cache_files_at_prepare": len(files),
-                      "output": out.tolist()}))
+    print(json.dumps({"warmed": cache.warmup.count if cache.warmup else None, "cache_files_at_prepare": at_prepare,
+                      "cache_files_after_run": files(), "output": out.tolist()}))
 """)
 
 
 @needs_lavapipe
-def test_warmups_fill_mesas_cache_during_prepare_in_a_new_process(tmp_path):
+@pytest.mark.parametrize(("storage", "precision"), [("buffer", "fp32"), ("texture", "fp16")])
+def test_warmups_fill_mesas_cache_during_prepare_in_a_new_process(tmp_path, storage, precision):
     """A fresh process with an empty Mesa cache: with warm-ups the driver's code is on disk before
-    the first run; without them it is not (lavapipe generates it at the first dispatch)."""
+    the first run, which then generates none (a cache miss would add a file); without them lavapipe
+    generates it at the first dispatch."""
     model = tmp_path / "conv.onnx"
     model.write_bytes(conv_model(11).SerializeToString())
     results = {}
@@ -152,11 +167,14 @@ def test_warmups_fill_mesas_cache_during_prepare_in_a_new_process(tmp_path):
         env = {**os.environ, "WGNN_DRIVER_WARMUP": setting, "WGNN_COMPILE_THREADS": "2",
                "MESA_SHADER_CACHE_DIR": str(mesa), "WGNN_CACHE_DIR": str(tmp_path / f"wgnn{setting}")}
         env.pop("MESA_SHADER_CACHE_DISABLE", None)
-        done = subprocess.run([sys.executable, "-c", PROCESS, str(LAVAPIPE[0]), str(model), str(mesa)], env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run([sys.executable, "-c", PROCESS, str(LAVAPIPE[0]), str(model), str(mesa), storage,
+                               precision], env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
         results[setting] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert results["1"]["warmed"] > 0 and results["0"]["warmed"] is None
+    warmed, cold = results["1"], results["0"]
+    assert warmed["warmed"] > 0 and cold["warmed"] is None
     # Mesa's index file is there either way; the kernels' code only with warm-ups.
-    assert results["1"]["cache_files_at_prepare"] > results["0"]["cache_files_at_prepare"]
-    np.testing.assert_allclose(results["1"]["output"], results["0"]["output"], rtol=1e-5, atol=1e-5)
+    assert warmed["cache_files_at_prepare"] > cold["cache_files_at_prepare"]
+    assert warmed["cache_files_after_run"] == warmed["cache_files_at_prepare"]
+    assert cold["cache_files_after_run"] > cold["cache_files_at_prepare"]
+    np.testing.assert_allclose(warmed["output"], cold["output"], rtol=1e-5, atol=1e-5)
