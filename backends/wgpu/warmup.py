@@ -17,8 +17,8 @@ first run. The session's resize waits for its kernels' warm-ups as it waits for 
 A record of the kernels warmed (a file per adapter, driver and Mesa cache folder, in wgnn's cache
 folder) keeps later processes from building every pipeline twice: a kernel found there is not
 warmed again. Were Mesa to evict one, its first run would generate its code as before: slower,
-never wrong. Warm-ups never fail a session: a warm-up device that cannot be opened or a pipeline
-that fails there turns warm-ups off for the process, with one log line.
+never wrong. Warm-ups never fail a session: a warm-up device that cannot be opened turns them off
+for the process, with one log line; a kernel that fails there is skipped.
 
 WGNN_DRIVER_WARMUP=0 turns them off; they are off where they cannot help: drivers that generate
 code when the pipeline is created (NVIDIA's, AMD's), one compile thread, Mesa's cache turned off.
@@ -56,6 +56,10 @@ def texture_traits(resource) -> tuple | None:
         return n & (n - 1) == 0
 
     return str(texture.format), power_of_two(width), power_of_two(height), layers > 1
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def warmup_reason(context, threads: int) -> str | None:
@@ -122,13 +126,19 @@ class DriverWarmup:
         if self.broken or key in self.warmed:
             return
         start = time.perf_counter()
+        # A warm-up only saves time: never fail the session on it.
         try:
-            self._dispatch_once(code, bindings, constants, entry, textures)
-        except Exception as exc:  # a warm-up only saves time: never fail the session on it
+            device, reader = self._device()
+        except Exception as exc:  # no warm-up device: off for the process
             with self._lock:
                 if not self.broken:
-                    self.broken = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    self.broken = _first_line(exc)
                     log.info("driver warm-ups off on %s: %s", self.context.name, self.broken)
+            return
+        try:
+            self._dispatch_once(device, reader, code, bindings, constants, entry, textures)
+        except Exception as exc:  # this kernel only (one that fails to compile fails the session's step too)
+            log.debug("driver warm-up of a kernel failed on %s: %s", self.context.name, _first_line(exc))
             return
         with self._lock:
             self.warmed.add(key)
@@ -150,11 +160,10 @@ class DriverWarmup:
             local.reader = make_reader(context.wgpu, local.device)  # waits blocked, not polling
         return local.device, local.reader
 
-    def _dispatch_once(self, code, bindings, constants, entry, textures) -> None:
+    def _dispatch_once(self, device, reader, code, bindings, constants, entry, textures) -> None:
         from .loader import layout_entries
 
         wgpu = self.context.wgpu
-        device, reader = self._device()
         layout = device.create_bind_group_layout(entries=layout_entries(wgpu, bindings))
         pipeline = device.create_compute_pipeline(
             layout=device.create_pipeline_layout(bind_group_layouts=[layout]),

@@ -76,20 +76,27 @@ def test_a_warmup_records_the_kernel_and_a_later_process_skips_it(tmp_path, monk
 
 
 @needs_lavapipe
-def test_a_failing_warmup_turns_warmups_off_and_never_fails(tmp_path, monkeypatch, caplog):
+def test_a_failing_warmup_never_fails_and_no_device_turns_them_off(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
-    broken = warmup.DriverWarmup(get_context(LAVAPIPE[0]))
+    context = get_context(LAVAPIPE[0])
+    failing = warmup.DriverWarmup(context)
+    failing.warm(RELU + "fn broken( {\n", (STORAGE, STORAGE, UNIFORM), {"WG": 64}, "main")  # does not compile
+    assert failing.broken is None and failing.count == 0
+    failing.warm(*unary_kernel(f"after a failure {os.getpid()} {tmp_path.name}"))
+    assert failing.count == 1  # only that kernel was skipped
 
-    def fail(*args):
+    no_device = warmup.DriverWarmup(context)
+
+    def refuse():
         raise RuntimeError("device lost\nmore")
 
-    monkeypatch.setattr(broken, "_dispatch_once", fail)
+    monkeypatch.setattr(no_device, "_device", refuse)
     with caplog.at_level("INFO", logger="wgnn.wgpu"):
-        broken.warm(*unary_kernel("fails"))
-        broken.warm(*unary_kernel("fails too"))
-    assert broken.broken == "device lost" and broken.count == 0
+        no_device.warm(*unary_kernel("no device"))
+        no_device.warm(*unary_kernel("no device either"))
+    assert no_device.broken == "device lost" and no_device.count == 0
     assert [r.getMessage() for r in caplog.records if "warm-ups off" in r.getMessage()] == [
-        f"driver warm-ups off on {broken.context.name}: device lost"]
+        f"driver warm-ups off on {context.name}: device lost"]
 
 
 def conv_model(seed: int):
