@@ -15,10 +15,11 @@ the other threads', and writes it to the disk cache, where the session's device 
 first run. The session's resize waits for its kernels' warm-ups as it waits for their pipelines.
 
 A record of the kernels warmed (a file per adapter, driver and Mesa cache folder, in wgnn's cache
-folder) keeps later processes from building every pipeline twice: a kernel found there is not
-warmed again. Were Mesa to evict one, its first run would generate its code as before: slower,
-never wrong. Warm-ups never fail a session: a warm-up device that cannot be opened turns them off
-for the process, with one log line; a kernel that fails there is skipped.
+folder, or beside Mesa's cache in a folder MESA_SHADER_CACHE_DIR names) keeps later processes from
+building every pipeline twice: a kernel found there is not warmed again. Were Mesa to evict one,
+its first run would generate its code as before: slower, never wrong. Warm-ups never fail a
+session: a warm-up device that cannot be opened turns them off for the process, with one log line;
+a kernel that fails there is skipped.
 
 WGNN_DRIVER_WARMUP=0 turns them off; they are off where they cannot help: drivers that generate
 code when the pipeline is created (NVIDIA's, AMD's), one compile thread, Mesa's cache turned off.
@@ -40,7 +41,7 @@ WARMUP_ENV = "WGNN_DRIVER_WARMUP"
 # Larger than any uniform block or fixed-size array a kernel declares (the uniform binding limit
 # is 64 KiB), so every binding meets its shader's minimum size; nothing is read at zero workgroups.
 PLACEHOLDER_BYTES = 1 << 16
-RECORD_PREFIX = "driver-code-"
+RECORD_PREFIX = "wgnn-driver-code-"
 
 
 def texture_traits(resource) -> tuple | None:
@@ -85,11 +86,14 @@ def mesa_cache_folder() -> Path:
 
 
 def _record_path(context) -> Path:
+    """In a folder named by MESA_SHADER_CACHE_DIR, beside Mesa's own (a temporary one takes the record
+    with it), else in wgnn's cache folder."""
     from .tuning import adapter_key, cache_dir
 
-    folder = str(mesa_cache_folder().resolve())
+    folder = mesa_cache_folder().resolve()
     digest = hashlib.sha1(f"{adapter_key(context.info)} | {folder}".encode()).hexdigest()[:16]
-    return cache_dir() / f"{RECORD_PREFIX}{digest}.txt"
+    home = folder if os.environ.get("MESA_SHADER_CACHE_DIR") else cache_dir()
+    return home / f"{RECORD_PREFIX}{digest}.txt"
 
 
 def _mesa_cache_exists() -> bool:

@@ -22,7 +22,7 @@ needs_lavapipe = pytest.mark.skipif(not LAVAPIPE, reason="no lavapipe (Vulkan ll
 
 
 def fake_context(name="llvmpipe (LLVM 15.0.6, 256 bits)", backend="Vulkan"):
-    return SimpleNamespace(info=SimpleNamespace(name=name, backend=backend), name=name)
+    return SimpleNamespace(info=SimpleNamespace(name=name, backend=backend, driver="Mesa 22.3.6"), name=name)
 
 
 def test_warmups_apply_only_where_the_driver_generates_code_lazily(monkeypatch):
@@ -51,6 +51,16 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     }
 }
 """
+
+
+def test_the_record_lives_beside_a_named_mesa_cache_else_in_wgnns(tmp_path, monkeypatch):
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path / "wgnn"))
+    monkeypatch.delenv("MESA_SHADER_CACHE_DIR", raising=False)
+    default = warmup._record_path(fake_context())
+    assert default.parent == tmp_path / "wgnn" and default.name.startswith("wgnn-driver-code-")
+    monkeypatch.setenv("MESA_SHADER_CACHE_DIR", str(tmp_path / "mesa"))  # e.g. bench --empty-driver-cache's
+    named = warmup._record_path(fake_context())
+    assert named.parent == tmp_path / "mesa" and named.name != default.name
 
 
 def unary_kernel(tag: str) -> tuple:
@@ -141,7 +151,7 @@ def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, s
 
 
 PROCESS = textwrap.dedent("""
-    import json, sys
+    import json, sys, time
     from pathlib import Path
     import numpy as np
     import wgnn
@@ -150,13 +160,25 @@ PROCESS = textwrap.dedent("""
     session = wgnn.InferenceSession(model, config=config)
     cache = session.session.backends[0].pipelines
 
-    def files():
-        return len([f for f in Path(mesa).rglob("*") if f.is_file()])
+    def files():  # Mesa's entries (one still being written ends in .tmp), not wgnn's record
+        return {f.name.removesuffix(".tmp") for f in Path(mesa).rglob("*")
+                if f.is_file() and not f.name.startswith("wgnn-")}
 
-    at_prepare = files()
+    def settled():  # Mesa writes its cache on a thread of its own: wait until the folder is still
+        seen, still = files(), 0
+        for _ in range(100):
+            time.sleep(0.05)
+            now = files()
+            still = still + 1 if now == seen else 0
+            if still == 6:
+                break
+            seen = now
+        return len(now)
+
+    at_prepare = settled()
     out = session.run(None, {session.get_inputs()[0].name: np.ones((1, 6, 9, 7), np.float32)})[0]
     print(json.dumps({"warmed": cache.warmup.count if cache.warmup else None, "cache_files_at_prepare": at_prepare,
-                      "cache_files_after_run": files(), "output": out.tolist()}))
+                      "cache_files_after_run": settled(), "output": out.tolist()}))
 """)
 
 
