@@ -9,7 +9,7 @@ device of the process reads.
 So there, each pipeline-compiling thread (loader.PipelineCache) owns a second device on the same
 adapter, a *warm-up device*: for each kernel a session's steps dispatch (not the variants compiled
 only for a later resize) it builds the same pipeline on its warm-up device and dispatches it with
-zero workgroups over placeholder bindings (textures like the session's where the code depends on
+zero workgroups over stand-in bindings (textures like the session's where the code depends on
 them: texture_traits). The driver generates the code then, on that device's queue thread, beside
 the other threads', and writes it to the disk cache, where the session's device finds it at its
 first run. The session's resize waits for its kernels' warm-ups as it waits for their pipelines.
@@ -40,14 +40,14 @@ log = logging.getLogger("wgnn.wgpu")
 WARMUP_ENV = "WGNN_DRIVER_WARMUP"
 # Larger than any uniform block or fixed-size array a kernel declares (the uniform binding limit
 # is 64 KiB), so every binding meets its shader's minimum size; nothing is read at zero workgroups.
-PLACEHOLDER_BYTES = 1 << 16
+STAND_IN_BYTES = 1 << 16
 RECORD_PREFIX = "wgnn-driver-code-"
 
 
 def texture_traits(resource) -> tuple | None:
     """What lavapipe's code for a kernel depends on in a bound texture (its variant key): the
     format, whether width and height are powers of two, whether it has several layers. None for a
-    buffer binding. (Measured: placeholders of 1x1x1 missed the cache for every texture kernel.)"""
+    buffer binding. (Measured: stand-ins of 1x1x1 missed the cache for every texture kernel.)"""
     texture = getattr(resource, "texture", None)
     if texture is None:
         return None
@@ -174,7 +174,7 @@ class DriverWarmup:
             compute={"module": device.create_shader_module(code=code), "entry_point": entry,
                      "constants": constants})
         traits = list(textures) + [None] * (len(bindings) - len(textures))
-        entries = [{"binding": index, "resource": self._placeholder(device, kind, traits[index])}
+        entries = [{"binding": index, "resource": self._stand_in(device, kind, traits[index])}
                    for index, kind in enumerate(bindings)]
         done = device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
         source = device.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_SRC)
@@ -188,13 +188,13 @@ class DriverWarmup:
         device.queue.submit([encoder.finish()])
         reader.read(done, 16)
 
-    def _placeholder(self, device, kind: str, traits: tuple | None):
+    def _stand_in(self, device, kind: str, traits: tuple | None):
         from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT_HALF, UNIFORM
 
         wgpu = self.context.wgpu
         if kind in (STORAGE, UNIFORM):
             usage = wgpu.BufferUsage.UNIFORM if kind == UNIFORM else wgpu.BufferUsage.STORAGE
-            return {"buffer": device.create_buffer(size=PLACEHOLDER_BYTES, usage=usage)}
+            return {"buffer": device.create_buffer(size=STAND_IN_BYTES, usage=usage)}
         if traits is None:  # nothing known: what an fp32 session binds most
             traits = ("rgba16float" if kind == TEXTURE_OUT_HALF else "rgba32float", True, True, True)
         texture_format, pot_width, pot_height, layered = traits

@@ -142,7 +142,7 @@ def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, s
     assert any(id(kernel) not in dispatched and not kernel.warmed_for for kernel in new)  # for a resize
     assert cache.warmup.count == len(warmed) and cache.warmup.broken is None
     kinds = {kind for kernel in warmed for kind in kernel.bindings}
-    assert (TEXTURE_IN in kinds) == (storage == "texture")  # placeholders of the session's formats
+    assert (TEXTURE_IN in kinds) == (storage == "texture")  # stand-ins of the session's formats
     assert not any(kernel.pending for kernel in warmed)  # the resize waited for their warm-ups too
     x = conv_feeds(model)
     tolerance = 1e-2 if precision == "fp16" else 1e-4
