@@ -187,8 +187,8 @@ class PipelineCache:
 
     def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
             constants: dict[str, float] | None = None, entry: str = "main", warm: tuple | None = None) -> Kernel:
-        """The kernel, compiling. warm: it will be dispatched on textures of these traits (one per
-        binding, warmup.texture_traits; () for buffers only), so have a driver that generates code
+        """The kernel, compiling. warm: it will be dispatched with bindings of these traits (one per
+        binding, warmup.texture_traits: None for a buffer), so have a driver that generates code
         lazily generate it now (warmup.py); variants compiled only for a later resize are not."""
         code = render(path, params or {})
         constants = tuned_constants(self.context, path, constants)  # a tuned WG where wgnn tune measured one
@@ -213,7 +213,7 @@ class PipelineCache:
         self.compiled += 1
         workgroup = int(constants.get("WG", 64))
         threads = compile_threads()
-        build = (path, code, layout, bindings, constants, entry)
+        build = (path, code, layout, constants, entry)
         if threads == 1:
             return Kernel(self._build(*build), layout, bindings, path, workgroup)
         if self._workers is None:
@@ -225,7 +225,7 @@ class PipelineCache:
                 log.debug("no driver warm-ups on %s: %s", self.context.name, reason)
         return Kernel(self._workers.submit(self._build, *build), layout, bindings, path, workgroup)
 
-    def _build(self, path, code, layout, bindings, constants, entry):
+    def _build(self, path, code, layout, constants, entry):
         device = self.context.device
         start = time.perf_counter()
         try:
