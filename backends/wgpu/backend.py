@@ -19,7 +19,7 @@ from ..base import Backend, Execution, Step, register_backend
 from .context import get_context
 from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
 from .tuning import kernel_grid, tuned_storage
-from .warmup import texture_traits
+from .warmup import params_traits, texture_traits
 
 log = logging.getLogger("wgnn.wgpu")
 
@@ -168,8 +168,9 @@ class GpuExecution(Execution):
             text = {**(text or {}), "REPORT_BAD": STATUS_WGSL}
             kinds.append(STORAGE)
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
-        kernel = self._pipeline(path, kinds, text, constants,
-                                warm=tuple(texture_traits(entry["resource"]) for entry in entries))
+        traits = [texture_traits(entry["resource"]) for entry in entries]  # the status binding: a buffer
+        traits += [None] * (len(kinds) - len(traits)) + [params_traits(pack_params(params))]
+        kernel = self._pipeline(path, kinds, text, constants, warm=tuple(traits))
         uniform = backend.uniform(params, f"{self.step.label} params")
         if status is not None:
             entries.append({"binding": len(entries), "resource": backend.status_binding()})

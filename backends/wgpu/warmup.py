@@ -9,10 +9,11 @@ device of the process reads.
 So there, each pipeline-compiling thread (loader.PipelineCache) owns a second device on the same
 adapter, a *warm-up device*: for each kernel a session's steps dispatch (not the variants compiled
 only for a later resize) it builds the same pipeline on its warm-up device and dispatches it with
-zero workgroups over stand-in bindings (textures like the session's where the code depends on
-them: texture_traits). The driver generates the code then, on that device's queue thread, beside
-the other threads', and writes it to the disk cache, where the session's device finds it at its
-first run. The session's resize waits for its kernels' warm-ups as it waits for their pipelines.
+zero workgroups over stand-in bindings (textures and params like the session's, where the code
+depends on them: texture_traits, params_traits). The driver generates the code then, on that
+device's queue thread, beside the other threads', and writes it to the disk cache, where the
+session's device finds it at its first run. The session's resize waits for its kernels' warm-ups
+as it waits for their pipelines.
 
 A record of the kernels warmed (a file per adapter, driver and Mesa cache folder, in wgnn's cache
 folder, or beside Mesa's cache in a folder MESA_SHADER_CACHE_DIR names) keeps later processes from
@@ -57,6 +58,14 @@ def texture_traits(resource) -> tuple | None:
         return n & (n - 1) == 0
 
     return str(texture.format), power_of_two(width), power_of_two(height), layers > 1
+
+
+def params_traits(data) -> tuple:
+    """What lavapipe's code for a kernel depends on in its params uniform: the values themselves.
+    Mesa inlines uniform values that bound loops into the code, so each set of params a kernel is
+    dispatched with may have code of its own (measured: with zeros in the stand-in, bert's LayerNorm
+    and mask kernels missed the cache; with the session's params, none did)."""
+    return "uniform", bytes(data)
 
 
 def _first_line(exc: Exception) -> str:
@@ -192,6 +201,11 @@ class DriverWarmup:
         from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT_HALF, UNIFORM
 
         wgpu = self.context.wgpu
+        if kind == UNIFORM and traits is not None:  # the params, as the session's (params_traits)
+            buffer = device.create_buffer(size=STAND_IN_BYTES,
+                                          usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+            device.queue.write_buffer(buffer, 0, traits[1])
+            return {"buffer": buffer}
         if kind in (STORAGE, UNIFORM):
             usage = wgpu.BufferUsage.UNIFORM if kind == UNIFORM else wgpu.BufferUsage.STORAGE
             return {"buffer": device.create_buffer(size=STAND_IN_BYTES, usage=usage)}
