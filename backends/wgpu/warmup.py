@@ -132,10 +132,11 @@ class DriverWarmup:
             return set()
 
     def warm(self, code: str, bindings: tuple[str, ...], constants: dict, entry: str,
-             textures: tuple = ()) -> None:
+             traits: tuple = ()) -> None:
         """Have the driver generate this kernel's code now, on this thread's warm-up device, for
-        bound textures of these texture_traits (one per binding; None or absent: a buffer)."""
-        key = hashlib.sha1(repr((code, entry, sorted(constants.items()), bindings, textures)).encode()).hexdigest()
+        bindings of these traits (one per binding: texture_traits, params_traits; None or absent:
+        a buffer whose contents the code does not depend on)."""
+        key = hashlib.sha1(repr((code, entry, sorted(constants.items()), bindings, traits)).encode()).hexdigest()
         if self.broken or key in self.warmed:
             return
         start = time.perf_counter()
@@ -149,7 +150,7 @@ class DriverWarmup:
                     log.info("driver warm-ups off on %s: %s", self.context.name, self.broken)
             return
         try:
-            self._dispatch_once(device, reader, code, bindings, constants, entry, textures)
+            self._dispatch_once(device, reader, code, bindings, constants, entry, traits)
         except Exception as exc:  # this kernel only (one that fails to compile fails the session's step too)
             log.debug("driver warm-up of a kernel failed on %s: %s", self.context.name, _first_line(exc))
             return
@@ -173,7 +174,7 @@ class DriverWarmup:
             local.reader = make_reader(context.wgpu, local.device)  # waits blocked, not polling
         return local.device, local.reader
 
-    def _dispatch_once(self, device, reader, code, bindings, constants, entry, textures) -> None:
+    def _dispatch_once(self, device, reader, code, bindings, constants, entry, traits) -> None:
         from .loader import layout_entries
 
         wgpu = self.context.wgpu
@@ -182,7 +183,7 @@ class DriverWarmup:
             layout=device.create_pipeline_layout(bind_group_layouts=[layout]),
             compute={"module": device.create_shader_module(code=code), "entry_point": entry,
                      "constants": constants})
-        traits = list(textures) + [None] * (len(bindings) - len(textures))
+        traits = list(traits) + [None] * (len(bindings) - len(traits))
         entries = [{"binding": index, "resource": self._stand_in(device, kind, traits[index])}
                    for index, kind in enumerate(bindings)]
         done = device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
