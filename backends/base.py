@@ -100,9 +100,10 @@ class Backend(ABC):
 
         return plan_memory(lifetimes, self.alignment)
 
-    def finish_prepare(self) -> None:
-        """Called after every step's prepare(): wait for work the prepares started in the
-        background (the GPU backend's pipeline compiles) and raise its errors."""
+    def finish_prepare(self, executions=()) -> None:
+        """Called after every step's prepare(), with this backend's executions: wait for work the
+        prepares started in the background (the GPU backend's pipeline compiles) and raise its
+        errors."""
         return
 
     @abstractmethod

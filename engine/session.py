@@ -89,7 +89,8 @@ class Session:
                 for _, execution in segment.steps:
                     execution.prepare()
             for backend in self.backends:
-                backend.finish_prepare()
+                backend.finish_prepare([execution for segment in self.segments if segment.backend is backend
+                                        for _, execution in segment.steps])
         except MemoryError as exc:
             raise HostMemoryError(f"out of host memory planning for input shapes {dict(shapes or {})}: "
                                   f"{exc}") from None

@@ -152,8 +152,8 @@ def record_pipelines(monkeypatch) -> Pipelines:
     seen = Pipelines()
     original = loader.PipelineCache.get
 
-    def get(self, path, bindings, *, params=None, constants=None, entry="main", warm=None):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry, warm=warm)
+    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
+        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
         seen[id(kernel)] = (path, (params or {}).get("FLOAT"), dict(constants or {}))
         return kernel
 

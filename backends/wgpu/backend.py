@@ -68,12 +68,14 @@ def wgsl_type(dtype: str) -> str:
 
 
 class Dispatch:
-    """One prepared dispatch: pipeline, bind group and workgroup counts."""
+    """One prepared dispatch: pipeline, bind group and workgroup counts; `traits`, what the driver's
+    code may depend on in its bindings (warmup.texture_traits, params_traits)."""
 
-    __slots__ = ("bind_group", "groups", "kernel", "label")
+    __slots__ = ("bind_group", "groups", "kernel", "label", "traits")
 
-    def __init__(self, kernel: Kernel, bind_group, groups: tuple[int, int, int], label: str):
+    def __init__(self, kernel: Kernel, bind_group, groups: tuple[int, int, int], label: str, traits: tuple = ()):
         self.kernel, self.bind_group, self.groups, self.label = kernel, bind_group, groups, label
+        self.traits = traits
 
 
 class GpuExecution(Execution):
@@ -170,7 +172,7 @@ class GpuExecution(Execution):
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
         traits = [texture_traits(entry["resource"]) for entry in entries]  # the status binding: a buffer
         traits += [None] * (len(kinds) - len(traits)) + [params_traits(pack_params(params))]
-        kernel = self._pipeline(path, kinds, text, constants, warm=tuple(traits))
+        kernel = self._pipeline(path, kinds, text, constants)
         uniform = backend.uniform(params, f"{self.step.label} params")
         if status is not None:
             entries.append({"binding": len(entries), "resource": backend.status_binding()})
@@ -179,7 +181,8 @@ class GpuExecution(Execution):
             bind_group = backend.device.create_bind_group(layout=kernel.layout, entries=entries)
         except Exception as exc:
             raise WgnnError(f"{self.step.label}: could not bind kernel {path}: {exc}") from None
-        self.dispatches.append(Dispatch(kernel, bind_group, kernel_grid(backend, invocations, kernel), self.step.label))
+        self.dispatches.append(Dispatch(kernel, bind_group, kernel_grid(backend, invocations, kernel), self.step.label,
+                                        tuple(traits)))
 
     def compile(self, path: str, tensors: list[str], *, text: dict[str, str] | None = None,
                 constants: dict | None = None) -> Kernel:
@@ -192,11 +195,10 @@ class GpuExecution(Execution):
         written = set(self.step.outputs)
         return [self.backend.binding_kind(name, name in written) for name in tensors]
 
-    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None, *,
-                  warm: tuple | None = None) -> Kernel:
+    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None) -> Kernel:
         try:
             kernel = self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
-                                                constants={"WG": WORKGROUP, **(constants or {})}, warm=warm)
+                                                constants={"WG": WORKGROUP, **(constants or {})})
         except WgnnError as exc:
             raise type(exc)(f"{self.step.label}: {exc}") from None
         if kernel.pending:
@@ -325,10 +327,16 @@ class WgpuBackend(Backend):
         self.status_reads = 0  # segments whose status was read back (models without validating ops: 0)
         self.requested: list = []  # (step label, Kernel) asked for since the last finish_prepare
 
-    def finish_prepare(self) -> None:
-        """Wait for the pipelines the steps asked for (they compile side by side, loader.py); a
-        kernel that failed raises its KernelCompileError, naming the first step that asked."""
+    def finish_prepare(self, executions=()) -> None:
+        """Have the driver generate the code of the kernels the executions dispatch, where it would
+        do so lazily at their first run (warmup.py; prepares may have compiled more, and dropped
+        dispatches, for a later resize), then wait for those and for the pipelines the steps asked
+        for (they compile side by side, loader.py); a kernel that failed raises its
+        KernelCompileError, naming the first step that asked."""
         requested, self.requested = self.requested, []
+        for execution in executions:
+            requested += [(d.label, d.kernel) for d in getattr(execution, "dispatches", ())
+                          if self.pipelines.warm(d.kernel, d.traits)]
         for label, kernel in requested:
             try:
                 kernel.wait()

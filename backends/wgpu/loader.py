@@ -127,7 +127,8 @@ class Kernel:
         self.bindings = bindings
         self.path = path
         self.workgroup = workgroup  # its WG override constant: dispatch grids count workgroups of this size
-        self.warmed_for: set[tuple] = set()  # texture traits the driver was asked to generate code for
+        self.source: tuple = ()  # (code, bindings, constants, entry): what a warm-up builds again
+        self.warmed_for: set[tuple] = set()  # binding traits the driver was asked to generate code for
         self.warming: list[Future] = []  # the driver generating its code ahead (warmup.py)
 
     @property
@@ -186,10 +187,8 @@ class PipelineCache:
         self.warmup: DriverWarmup | None = None  # made with the worker threads, where it helps
 
     def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
-            constants: dict[str, float] | None = None, entry: str = "main", warm: tuple | None = None) -> Kernel:
-        """The kernel, compiling. warm: it will be dispatched with bindings of these traits (one per
-        binding, warmup.texture_traits: None for a buffer), so have a driver that generates code
-        lazily generate it now (warmup.py); variants compiled only for a later resize are not."""
+            constants: dict[str, float] | None = None, entry: str = "main") -> Kernel:
+        """The kernel, compiling."""
         code = render(path, params or {})
         constants = tuned_constants(self.context, path, constants)  # a tuned WG where wgnn tune measured one
         key = (hashlib.sha1(code.encode()).hexdigest(), entry, tuple(sorted(constants.items())), bindings)
@@ -197,10 +196,21 @@ class PipelineCache:
             kernel = self.pipelines.get(key)
             if kernel is None:
                 kernel = self.pipelines[key] = self._compile(path, code, bindings, constants, entry)
-            if warm is not None and self.warmup is not None and warm not in kernel.warmed_for:
-                kernel.warmed_for.add(warm)
-                kernel.warming.append(self._workers.submit(self.warmup.warm, code, bindings, constants, entry, warm))
+                kernel.source = (code, bindings, constants, entry)
         return kernel
+
+    def warm(self, kernel: Kernel, traits: tuple) -> bool:
+        """Have a driver that generates code lazily generate this kernel's code now, for bindings of
+        these traits (one per binding: warmup.texture_traits, params_traits; None for a buffer), where
+        warm-ups apply and it was not asked before (warmup.py). Only kernels a session dispatches
+        are warmed, not variants compiled for a later resize. True when a warm-up was started:
+        kernel.wait() waits for it."""
+        with self._lock:
+            if self.warmup is None or traits in kernel.warmed_for:
+                return False
+            kernel.warmed_for.add(traits)
+            kernel.warming.append(self._workers.submit(self.warmup.warm, *kernel.source, traits))
+        return True
 
     def _compile(self, path, code, bindings, constants, entry) -> Kernel:
         """The kernel, its pipeline compiling on a worker thread (or compiled, with one thread)."""

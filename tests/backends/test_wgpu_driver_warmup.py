@@ -121,9 +121,28 @@ def conv_feeds(model) -> dict:
     return {model.graph.input[0].name: np.random.default_rng(1).standard_normal((1, 6, 9, 7)).astype(np.float32)}
 
 
+def head_model(seed: int):
+    """Conv -> GlobalAveragePool -> Flatten -> Gemm: a GlobalPoolMatMul head, whose step prepares
+    its two-dispatch path too (for a resize) and drops those dispatches."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    weights = {"cw": rng.standard_normal((5, 6, 3, 3), np.float32), "B": rng.standard_normal((3, 5), np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["f"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["f"], ["pooled"]),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("Gemm", ["flat", "B"], ["y"], transB=1)]
+    graph = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 9, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+                              [numpy_helper.from_array(v, k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
 @needs_lavapipe
-@pytest.mark.parametrize(("storage", "precision"), [("buffer", "fp32"), ("texture", "fp32"), ("texture", "fp16")])
-def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, storage, precision):
+@pytest.mark.parametrize(("build", "storage", "precision"), [
+    (conv_model, "buffer", "fp32"), (conv_model, "texture", "fp32"), (conv_model, "texture", "fp16"),
+    (head_model, "buffer", "fp32")])
+def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, build, storage, precision):
     monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
     context = get_context(LAVAPIPE[0])
@@ -131,7 +150,7 @@ def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, s
     cache = pipeline_cache(context)
     monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
     monkeypatch.setattr(cache, "pipelines", {})  # every kernel compiles anew, as in a new process
-    model = conv_model(8)
+    model = build(8)
     session = wgnn.InferenceSession(model.SerializeToString(), config=wgnn.Config(
         providers=("wgpu", "numpy"), adapter=LAVAPIPE[0], storage=storage, precision=precision))
     new = list(cache.pipelines.values())
@@ -139,6 +158,7 @@ def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, s
                   for d in getattr(ex, "dispatches", [])}
     warmed = [kernel for kernel in new if kernel.warmed_for]
     assert warmed and all(id(kernel) in dispatched for kernel in warmed)
+    assert dispatched <= {id(kernel) for kernel in warmed}
     assert any(id(kernel) not in dispatched and not kernel.warmed_for for kernel in new)  # for a resize
     assert cache.warmup.count == len(warmed) and cache.warmup.broken is None
     kinds = {kind for kernel in warmed for kind in kernel.bindings}
