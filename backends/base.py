@@ -106,6 +106,11 @@ class Backend(ABC):
         errors."""
         return
 
+    def wait_background(self) -> int:
+        """Wait for work a prepare left to run in the background (the GPU backend's deferred
+        compiles and code generation); returns how many tasks there were."""
+        return 0
+
     @abstractmethod
     def execute(self, segment, values: dict[str, np.ndarray], observer=None) -> None:
         """Run a segment: read its imports from values, put its exports into values. With an

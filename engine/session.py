@@ -324,6 +324,15 @@ class Session:
         return self._feed_checker.check(feeds)
 
     # ----------------------------------------------------------------- report
+    def wait_background(self) -> int:
+        """Wait for the work the last resize left to run in the background: on lavapipe's first-ever
+        run, the code of kernels that replace quicker-to-generate ones, and the pipelines of
+        variants a later resize may switch to (backends/wgpu). Runs are correct meanwhile, and take
+        the replacements as they become ready; benchmarks wait first. Returns how many tasks there
+        were."""
+        with self._lock:
+            return sum(backend.wait_background() for backend in self.backends)
+
     def report(self) -> dict:
         """What the last resize planned: ops per backend, fallbacks, memory, FLOPs."""
         if self.input_shapes is None:

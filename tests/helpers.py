@@ -152,8 +152,8 @@ def record_pipelines(monkeypatch) -> Pipelines:
     seen = Pipelines()
     original = loader.PipelineCache.get
 
-    def get(self, path, bindings, *, params=None, constants=None, entry="main"):
-        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry)
+    def get(self, path, bindings, *, params=None, constants=None, entry="main", deferred=False):
+        kernel = original(self, path, bindings, params=params, constants=constants, entry=entry, deferred=deferred)
         seen[id(kernel)] = (path, (params or {}).get("FLOAT"), dict(constants or {}))
         return kernel
 

@@ -149,9 +149,14 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     with _ColdStart(session.backends) as compiling:
         session.resize(shapes)
     prepare_ms = (time.perf_counter() - start) * 1e3
+    quick_first = sum(1 for s in session.segments for _, ex in s.steps
+                      for d in getattr(ex, "dispatches", ()) if getattr(d, "upgrade", None) is not None)
     start = time.perf_counter()
     first_outputs = session.run(feeds)
     first_run_ms = (time.perf_counter() - start) * 1e3
+    start = time.perf_counter()
+    background_tasks = session.wait_background()  # timed runs must not share the cores with it
+    background = {"tasks": background_tasks, "ms": (time.perf_counter() - start) * 1e3, "quick_first": quick_first}
 
     runners = {"wgnn": lambda: session.run(feeds)}
     result_vs = None
@@ -186,6 +191,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         "compile_threads": compiling.threads,
         "driver_shader_cache": driver_cache,
         "driver_warmups": {"kernels": compiling.warmed, "seconds": compiling.warmup_seconds},
+        "background": background,
         "dispatches": sum(len(ex.dispatches) for s in gpu_segments for _, ex in s.steps),
         "views": report["views"],  # steps that share their input's storage and dispatch nothing
         "encode_us_per_step": _encode_cost(gpu_segments, runs),

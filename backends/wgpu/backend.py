@@ -6,9 +6,11 @@ overflow check); bool as u32 0/1. Every tensor element is 4 bytes.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +38,15 @@ LLVMPIPE_LOOP_LIMIT = 65535
 LOOP_BUDGET = 60000
 # Index validation (docs/reliability.md): kernels that meet an index they cannot use report it in
 # the backend's status buffer, 4 u32 words: [flag, status id of the step, check code, value].
+QUICK_FIRST_ENV = "WGNN_QUICK_FIRST"
+
+
+def quick_first_enabled() -> bool:
+    """Whether steps may run a quicker-to-generate kernel until their preferred one's code is ready
+    (GpuExecution.quick_first); WGNN_QUICK_FIRST=0 turns it off."""
+    return os.environ.get(QUICK_FIRST_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 STATUS_SLOT = PARAM_INTS - 1  # params slot holding a validating dispatch's status id
 STATUS_BYTES = 16
 STATUS_WGSL = """// Flags a bad index for the host (WgpuBackend._raise_status): the first report of a run keeps its
@@ -69,13 +80,17 @@ def wgsl_type(dtype: str) -> str:
 
 class Dispatch:
     """One prepared dispatch: pipeline, bind group and workgroup counts; `traits`, what the driver's
-    code may depend on in its bindings (warmup.texture_traits, params_traits)."""
+    code may depend on in its bindings (warmup.texture_traits, params_traits). `upgrade`: a dispatch
+    computing the same, faster, that replaces this one once `upgrade_ready` is done (the driver has
+    its code: GpuExecution.quick_first)."""
 
-    __slots__ = ("bind_group", "groups", "kernel", "label", "traits")
+    __slots__ = ("bind_group", "groups", "kernel", "label", "traits", "upgrade", "upgrade_ready")
 
     def __init__(self, kernel: Kernel, bind_group, groups: tuple[int, int, int], label: str, traits: tuple = ()):
         self.kernel, self.bind_group, self.groups, self.label = kernel, bind_group, groups, label
         self.traits = traits
+        self.upgrade: Dispatch | None = None
+        self.upgrade_ready = None  # a Future
 
 
 class GpuExecution(Execution):
@@ -147,9 +162,12 @@ class GpuExecution(Execution):
 
     def dispatch(self, path: str, tensors: list[str], params: list[int | float], invocations: int, *,
                  text: dict[str, str] | None = None, constants: dict | None = None,
-                 status: str | None = None) -> None:
+                 status: str | None = None, preferred: bool = False) -> None:
         """Prepare one dispatch of kernels_wgsl/<path> over `invocations` invocations, binding the
         named tensors in order and then the params uniform (ints; floats are bit-cast).
+
+        preferred: one that quick_first() may replace by a quicker one until its code is ready (its
+        pipeline's compile is then deferred too).
 
         status: "check" or "bind" for kernels that validate indices: the backend's status buffer
         is bound after the tensors (declared `var<storage, read_write> status: array<atomic<u32>>`),
@@ -172,7 +190,7 @@ class GpuExecution(Execution):
         entries = [{"binding": i, "resource": self.binding(name)} for i, name in enumerate(tensors)]
         traits = [texture_traits(entry["resource"]) for entry in entries]  # the status binding: a buffer
         traits += [None] * (len(kinds) - len(traits)) + [params_traits(pack_params(params))]
-        kernel = self._pipeline(path, kinds, text, constants)
+        kernel = self._pipeline(path, kinds, text, constants, deferred=preferred)
         uniform = backend.uniform(params, f"{self.step.label} params")
         if status is not None:
             entries.append({"binding": len(entries), "resource": backend.status_binding()})
@@ -188,25 +206,54 @@ class GpuExecution(Execution):
                 constants: dict | None = None) -> Kernel:
         """The pipeline a dispatch of kernels_wgsl/<path> binding `tensors` would run, compiled (or
         found) without dispatching: a variant a resize may switch to, so that the resize compiles
-        nothing."""
-        return self._pipeline(path, self._binding_kinds(tensors), text, constants)
+        nothing. Its compile is deferred past the work the first run needs (loader.PipelineCache)."""
+        return self._pipeline(path, self._binding_kinds(tensors), text, constants, deferred=True)
+
+    def quick_first(self, quick) -> bool:
+        """Where the driver would generate the code of the dispatch just prepared (the last one, with
+        preferred=True) at its first run and does not hold it yet (lavapipe on a machine's first-ever
+        run: seconds for a big kernel), run the dispatch quick() prepares instead, one computing the
+        same whose code is quicker to generate, until the preferred one's pipeline and code are
+        ready: both are made after the session's prepare, in the background, and the first run
+        recorded after that runs the preferred dispatch (WgpuBackend.finish_prepare, encode).
+        Returns whether quick() ran."""
+        preferred = self.dispatches[-1]
+        pipelines = self.backend.pipelines
+        if not quick_first_enabled() or pipelines.has_driver_code(preferred.kernel, preferred.traits):
+            self._pipeline_needed(preferred.kernel)
+            return False
+        self.dispatches.pop()
+        quick()
+        self.dispatches[-1].upgrade = preferred
+        return True
+
+    def _pipeline_needed(self, kernel: Kernel) -> None:
+        """A kernel asked for deferred, needed by the first run after all: compile it now, and have
+        the resize wait for it."""
+        self.backend.pipelines.start_now(kernel)
+        if kernel.pending:
+            self.backend.requested.append((self.step.label, kernel))
 
     def _binding_kinds(self, tensors: list[str]) -> list[str]:
         written = set(self.step.outputs)
         return [self.backend.binding_kind(name, name in written) for name in tensors]
 
-    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None) -> Kernel:
+    def _pipeline(self, path: str, kinds: list[str], text: dict[str, str] | None, constants: dict | None, *,
+                  deferred: bool = False) -> Kernel:
         try:
             kernel = self.backend.pipelines.get(path, tuple(kinds + [UNIFORM]), params=text,
-                                                constants={"WG": WORKGROUP, **(constants or {})})
+                                                constants={"WG": WORKGROUP, **(constants or {})}, deferred=deferred)
         except WgnnError as exc:
             raise type(exc)(f"{self.step.label}: {exc}") from None
-        if kernel.pending:
+        if kernel.pending and not deferred:
             self.backend.requested.append((self.step.label, kernel))
         return kernel
 
     def encode(self, recorder) -> None:
-        for d in self.dispatches:
+        for i, d in enumerate(self.dispatches):
+            if d.upgrade is not None and d.upgrade_ready is not None and d.upgrade_ready.done() \
+                    and d.upgrade.kernel.compiled:
+                d = self.dispatches[i] = d.upgrade
             recorder.set_pipeline(d.kernel.pipeline)
             recorder.set_bind_group(0, d.bind_group)
             recorder.dispatch_workgroups(*d.groups)
@@ -326,6 +373,7 @@ class WgpuBackend(Backend):
         self._recorded_runs: dict[int, _RecordedRun] = {}  # id(segment) -> its next run, recorded ahead
         self.status_reads = 0  # segments whose status was read back (models without validating ops: 0)
         self.requested: list = []  # (step label, Kernel) asked for since the last finish_prepare
+        self.background: list = []  # Futures: deferred compiles and warm-ups, after a prepare
 
     def finish_prepare(self, executions=()) -> None:
         """Have the driver generate the code of the kernels the executions dispatch, where it would
@@ -334,14 +382,32 @@ class WgpuBackend(Backend):
         for (they compile side by side, loader.py); a kernel that failed raises its
         KernelCompileError, naming the first step that asked."""
         requested, self.requested = self.requested, []
-        for execution in executions:
-            requested += [(d.label, d.kernel) for d in getattr(execution, "dispatches", ())
-                          if self.pipelines.warm(d.kernel, d.traits)]
+        pipelines = self.pipelines
+        dispatches = [d for execution in executions for d in getattr(execution, "dispatches", ())]
+        for d in dispatches:
+            if pipelines.warm(d.kernel, d.traits) is not None:
+                requested.append((d.label, d.kernel))
+        for d in dispatches:
+            if d.upgrade is not None:
+                d.upgrade_ready = pipelines.warm(d.upgrade.kernel, d.upgrade.traits, deferred=True)
+        self.background += pipelines.start_deferred()
         for label, kernel in requested:
             try:
                 kernel.wait()
             except WgnnError as exc:
                 raise type(exc)(f"{label}: {exc}") from None
+
+    def wait_background(self) -> int:
+        """Wait for the work prepares left to run in the background (variants a resize may switch to,
+        the code of kernels that replace quicker ones); the next run records anew, with the
+        replacements. Returns how many tasks there were."""
+        background, self.background = self.background, []
+        for future in background:
+            with contextlib.suppress(WgnnError):  # a variant that fails raises in the resize that needs it
+                future.result()
+        if background:
+            self._recorded_runs.clear()
+        return len(background)
 
     def enable_profiling(self, steps: int):
         """Time each step of the next runs (wgnn bench --per-op); `steps` GPU steps at most per

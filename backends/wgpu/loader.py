@@ -128,8 +128,14 @@ class Kernel:
         self.path = path
         self.workgroup = workgroup  # its WG override constant: dispatch grids count workgroups of this size
         self.source: tuple = ()  # (code, bindings, constants, entry): what a warm-up builds again
-        self.warmed_for: set[tuple] = set()  # binding traits the driver was asked to generate code for
-        self.warming: list[Future] = []  # the driver generating its code ahead (warmup.py)
+        self.warmed_for: dict[tuple, Future] = {}  # binding traits -> the driver generating code for them
+        self.warming: list[Future] = []  # warm-ups a resize waits for (warmup.py)
+        self.start_now = None  # set while its compile is deferred (PipelineCache.get): starts it
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the pipeline is ready (or its compile failed: reading it raises)."""
+        return "pipeline" in self.__dict__ or self._compiling.done()
 
     @property
     def pending(self) -> bool:
@@ -146,6 +152,8 @@ class Kernel:
     def wait(self):
         """The pipeline, once compiled (and warmed up, where asked); a KernelCompileError raises here."""
         if "pipeline" not in self.__dict__:
+            if self.start_now is not None:
+                self.start_now(self)
             self.pipeline = self._compiling.result()
         while self.warming:
             self.warming.pop().result()  # a warm-up never raises (warmup.py)
@@ -185,34 +193,90 @@ class PipelineCache:
         self._timing = threading.Lock()
         self._workers: ThreadPoolExecutor | None = None
         self.warmup: DriverWarmup | None = None  # made with the worker threads, where it helps
+        self._deferred: list[tuple] = []  # (runner, its Future, work, *args): tasks start_deferred() starts
 
     def get(self, path: str, bindings: tuple[str, ...], *, params: dict[str, str] | None = None,
-            constants: dict[str, float] | None = None, entry: str = "main") -> Kernel:
-        """The kernel, compiling."""
+            constants: dict[str, float] | None = None, entry: str = "main", deferred: bool = False) -> Kernel:
+        """The kernel, compiling. deferred: a variant only a later resize may need; its compile
+        waits until start_deferred(), at the end of the session's prepare, so that the work the
+        first run needs goes first (it starts at once where asked for without deferred, or waited
+        for)."""
         code = render(path, params or {})
         constants = tuned_constants(self.context, path, constants)  # a tuned WG where wgnn tune measured one
         key = (hashlib.sha1(code.encode()).hexdigest(), entry, tuple(sorted(constants.items())), bindings)
         with self._lock:
             kernel = self.pipelines.get(key)
             if kernel is None:
-                kernel = self.pipelines[key] = self._compile(path, code, bindings, constants, entry)
+                kernel = self.pipelines[key] = self._compile(path, code, bindings, constants, entry, deferred)
                 kernel.source = (code, bindings, constants, entry)
+        if not deferred:
+            self.start_now(kernel)
         return kernel
 
-    def warm(self, kernel: Kernel, traits: tuple) -> bool:
+    def warm(self, kernel: Kernel, traits: tuple, *, deferred: bool = False) -> Future | None:
         """Have a driver that generates code lazily generate this kernel's code now, for bindings of
         these traits (one per binding: warmup.texture_traits, params_traits; None for a buffer), where
-        warm-ups apply and it was not asked before (warmup.py). Only kernels a session dispatches
-        are warmed, not variants compiled for a later resize. True when a warm-up was started:
-        kernel.wait() waits for it."""
+        warm-ups apply (warmup.py). Only kernels a session dispatches are warmed, not variants
+        compiled for a later resize. Returns the warm-up (None where none applies); one not
+        deferred is also left for kernel.wait(), a deferred one starts with start_deferred()."""
         with self._lock:
-            if self.warmup is None or traits in kernel.warmed_for:
-                return False
-            kernel.warmed_for.add(traits)
-            kernel.warming.append(self._workers.submit(self.warmup.warm, *kernel.source, traits))
-        return True
+            if self.warmup is None:
+                return None
+            started = kernel.warmed_for.get(traits)
+            if started is None:
+                started = kernel.warmed_for[traits] = Future()
+                task = (self._run_into, started, self.warmup.warm, *kernel.source, traits)
+                if deferred:
+                    self._deferred.append(task)
+                else:
+                    self._workers.submit(*task)
+            if not deferred and not started.done():
+                kernel.warming.append(started)
+        if not deferred:
+            self._promote(started)
+        return started
 
-    def _compile(self, path, code, bindings, constants, entry) -> Kernel:
+    def has_driver_code(self, kernel: Kernel, traits: tuple) -> bool:
+        """Whether the driver holds this kernel's code for bindings of these traits before its first
+        dispatch: always where the driver generates it when the pipeline is created (no warm-ups),
+        else when a warm-up finished, in this process or (the record) an earlier one."""
+        if self.warmup is None:
+            return True
+        started = kernel.warmed_for.get(traits)
+        return (started is not None and started.done()) or self.warmup.recorded(*kernel.source, traits)
+
+    def start_deferred(self) -> list[Future]:
+        """Start the deferred compiles and warm-ups, after the work asked for so far; returns them."""
+        with self._lock:
+            tasks, self._deferred = self._deferred, []
+        futures = [task[1] for task in tasks]
+        for task in tasks:
+            self._workers.submit(*task)
+        return futures
+
+    def start_now(self, kernel: Kernel) -> None:
+        """A kernel whose compile was deferred, needed now: start its compile at once (if it waits)."""
+        if kernel.start_now is not None:
+            self._promote(kernel._compiling)
+            kernel.start_now = None
+
+    def _promote(self, future: Future) -> None:
+        """Start the deferred task that fills `future` at once, if it waits still."""
+        with self._lock:
+            for task in self._deferred:
+                if task[1] is future:
+                    self._deferred.remove(task)
+                    self._workers.submit(*task)
+                    break
+
+    @staticmethod
+    def _run_into(future: Future, work, *args) -> None:
+        try:
+            future.set_result(work(*args))
+        except BaseException as exc:  # handed to whoever waits, as the executor's own tasks do
+            future.set_exception(exc)
+
+    def _compile(self, path, code, bindings, constants, entry, deferred=False) -> Kernel:
         """The kernel, its pipeline compiling on a worker thread (or compiled, with one thread)."""
         device = self.context.device
         try:
@@ -233,7 +297,13 @@ class PipelineCache:
                 self.warmup = DriverWarmup(self.context)
             else:
                 log.debug("no driver warm-ups on %s: %s", self.context.name, reason)
-        return Kernel(self._workers.submit(self._build, *build), layout, bindings, path, workgroup)
+        if not deferred:
+            return Kernel(self._workers.submit(self._build, *build), layout, bindings, path, workgroup)
+        compiling = Future()
+        kernel = Kernel(compiling, layout, bindings, path, workgroup)
+        kernel.start_now = self.start_now
+        self._deferred.append((self._run_into, compiling, self._build, *build))
+        return kernel
 
     def _build(self, path, code, layout, constants, entry):
         device = self.context.device

@@ -131,12 +131,20 @@ class DriverWarmup:
         except OSError:
             return set()
 
+    @staticmethod
+    def key(code: str, bindings: tuple[str, ...], constants: dict, entry: str, traits: tuple) -> str:
+        return hashlib.sha1(repr((code, entry, sorted(constants.items()), bindings, traits)).encode()).hexdigest()
+
+    def recorded(self, code: str, bindings: tuple[str, ...], constants: dict, entry: str, traits: tuple) -> bool:
+        """Whether this kernel was warmed for these traits, here or in an earlier process (the record)."""
+        return self.key(code, bindings, constants, entry, traits) in self.warmed
+
     def warm(self, code: str, bindings: tuple[str, ...], constants: dict, entry: str,
              traits: tuple = ()) -> None:
         """Have the driver generate this kernel's code now, on this thread's warm-up device, for
         bindings of these traits (one per binding: texture_traits, params_traits; None or absent:
         a buffer whose contents the code does not depend on)."""
-        key = hashlib.sha1(repr((code, entry, sorted(constants.items()), bindings, traits)).encode()).hexdigest()
+        key = self.key(code, bindings, constants, entry, traits)
         if self.broken or key in self.warmed:
             return
         start = time.perf_counter()

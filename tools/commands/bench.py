@@ -130,6 +130,15 @@ def _warmup_text(warmups: dict | None) -> str:
             f"({warmups['seconds'] * 1e3:.0f} ms over the threads)")
 
 
+def _background_text(background: dict | None) -> str:
+    if not background or not background["tasks"]:
+        return ""
+    quick = (f"; {background['quick_first']} step(s) ran a kernel quicker to generate until then"
+             if background["quick_first"] else "")
+    return (f"\nafter the first run: {background['tasks']} background task(s) (deferred pipelines, kernels' "
+            f"code) finished {background['ms']:.0f} ms later, before the timed runs{quick}")
+
+
 def format_bench(result: dict) -> str:
     from ..cli import _shape_text, table
 
@@ -145,7 +154,7 @@ def format_bench(result: dict) -> str:
              f"first run {cold['first_run']:.1f} ms"
              + (" (drivers' shader caches off)" if result.get("driver_shader_cache") == "off" else
                 " (drivers' shader caches empty)" if result.get("driver_shader_cache") == "empty" else "")
-             + _warmup_text(result.get("driver_warmups")),
+             + _warmup_text(result.get("driver_warmups")) + _background_text(result.get("background")),
              "steps: " + ", ".join(f"{b} {n}" for b, n in result["steps_per_backend"].items())
              + f"; {result['dispatches']} GPU dispatches per run; {result['views']} view(s); "
                f"{result['segments']} segment(s); "
