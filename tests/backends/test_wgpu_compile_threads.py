@@ -1,6 +1,9 @@
 """Pipelines compile on worker threads (backends/wgpu/loader.py, WGNN_COMPILE_THREADS): a session's
 resize requests them all, waits for them at its end, and names the step whose kernel failed."""
 import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -101,3 +104,53 @@ def test_sessions_prepared_on_several_threads_at_once(monkeypatch):
     assert not errors
     for got, want in zip(results, expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_work_a_run_needs_goes_before_background_work():
+    """A free compile thread takes the first queued task a run needs before any background one
+    (deferred variants, code of kernels replacing quicker ones), even one queued later."""
+    cache = loader.PipelineCache(SimpleNamespace())
+    cache._workers = ThreadPoolExecutor(1)
+    gate, order, futures = threading.Event(), [], []
+
+    def job(name):
+        if name == "first":
+            gate.wait(5)
+        order.append(name)
+
+    for name, background in (("first", False), ("background 1", True), ("background 2", True), ("needed", False)):
+        futures.append(Future())
+        cache._submit((cache._run_into, futures[-1], job, name), background=background)
+    gate.set()
+    for future in futures:
+        future.result(5)
+    assert order == ["first", "needed", "background 1", "background 2"]
+
+
+def test_warmups_of_one_kernel_run_one_after_another():
+    """A kernel warmed for several sets of binding traits (several params) gets them one at a time:
+    side by side both would miss the driver's cache, where its code does not depend on them."""
+    active, most, beside, lock = {}, {}, [], threading.Lock()
+
+    def warm(code, *args):
+        with lock:
+            active[code] = active.get(code, 0) + 1
+            most[code] = max(most.get(code, 0), active[code])
+            beside.append(sum(1 for n in active.values() if n) > 1)
+        time.sleep(0.05)
+        with lock:
+            active[code] -= 1
+
+    cache = loader.PipelineCache(SimpleNamespace())
+    cache._workers = ThreadPoolExecutor(2)
+    cache.warmup = SimpleNamespace(warm=warm)
+    kernel = loader.Kernel(object(), None, (loader.STORAGE,), "test.wgsl")
+    kernel.source = ("code", (loader.STORAGE,), {}, "main")
+    other = loader.Kernel(object(), None, (loader.STORAGE,), "other.wgsl")
+    other.source = ("other code", (loader.STORAGE,), {}, "main")
+    warmups = [cache.warm(kernel, ("uniform", bytes([i]))) for i in range(3)]
+    warmups.append(cache.warm(other, ()))
+    for future in warmups:
+        future.result(5)
+    assert most == {"code": 1, "other code": 1} and any(beside)  # the other kernel beside them, never two of one
+    assert cache.warm(kernel, ("uniform", bytes([0]))) is warmups[0]  # asked before: the same warm-up

@@ -47,10 +47,10 @@ def dwpw_dispatches(session) -> list:
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
-    """Warm-ups on, with an empty record, and every kernel compiled anew, as in a new process."""
+    """Warm-ups on (the suite's default is off), with an empty record, and every kernel compiled
+    anew, as in a new process; both restored after the test."""
     monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
-    monkeypatch.setenv(warmup.WARMUP_ENV, "1")
     context = get_context(LAVAPIPE[0])
     session_for(dwpw_model(1).SerializeToString(), f"wgpu:{LAVAPIPE[0]}")  # the compile threads exist
     cache = pipeline_cache(context)
