@@ -73,6 +73,9 @@ STEM_KERNEL = "conv/conv_stem_nc4hw4.wgsl"
 # output pixels per invocation ran 10-15% faster than 2 (8: alike, 1.5-3x the compile time); groups
 # of 8 output slices ~13% faster than 4 (the input is loaded once per group, accumulators spill).
 STEM_PIXELS = 4  # output pixels along W per invocation
+# What a stem step runs until the driver has the STEM_PIXELS kernel's code (GpuExecution.quick_first):
+# a quarter of its unrolled products to generate.
+QUICK_STEM_PIXELS = 1
 STEM_SLICES = 8  # output slices per group of its accumulators (groups run one after another)
 # Input slices it runs. It also won with 2 to 4 (8->8 3x3 at 32x32 1.5x, 16->16 at 56x56 1.6x), but
 # its pipeline is compiled per conv (its weights are in the text): 0.05-0.25 s each, for every conv
@@ -585,14 +588,18 @@ class _PipelineWarmer:
         return name
 
     def dispatch(self, path: str, tensors: list[str], params: list, invocations: int, *,
-                 text: dict | None = None) -> None:
+                 text: dict | None = None, preferred: bool = False) -> None:
         from .backend import WORKGROUP
         from .loader import UNIFORM
 
         written = set(self.step.outputs)
         bindings = tuple([UNIFORM if name in self.uniform else self.backend.binding_kind(name, name in written)
                           for name in tensors] + [UNIFORM])
-        self.backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP})
+        self.backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP}, deferred=True)
+
+    def quick_first(self, quick) -> bool:
+        """Variants a resize may switch to run as compiled: no quicker kernel first."""
+        return False
 
 
 def packed_weights(ex, key: str, kernel: str, pack) -> tuple[str, dict[str, str]]:
@@ -661,8 +668,7 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
         blocks = ceil_div(ow, DW_SEGMENT)
         count, pack, head = n * c4out * oh * blocks, pack_depthwise_weights, [blocks, DW_SEGMENT, 0]
     elif kernel == STEM_KERNEL:
-        blocks = ceil_div(ow, STEM_PIXELS)
-        prepare_stem(ex, geo, [n * oh * blocks, blocks, 0, c4in, *rest] + epilogue)
+        prepare_stem(ex, geo, [0, 0, 0, c4in, *rest] + epilogue)
         return
     elif kernel == "conv/conv4_nc4hw4.wgsl":
         blocks, quads = ceil_div(ow, NC4HW4_PIXELS), ceil_div(cout, 4 * SLICE_BLOCK)
@@ -684,13 +690,24 @@ def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None 
 
 
 def prepare_stem(ex, geo: dict, params: list) -> None:
-    """conv_stem_nc4hw4.wgsl: its text carries the weights and bias, so it binds x, y, r only."""
+    """conv_stem_nc4hw4.wgsl: its text carries the weights and bias, so it binds x, y, r only (params
+    slots 0 and 1, invocations and pixel blocks, set here). Where the driver has yet to generate its
+    code (ex.quick_first), a kernel of QUICK_STEM_PIXELS runs until it has."""
     step = ex.step
-    text = feature_text(ex, STEM_KERNEL, x=0, y=1, r=2)
+    n, _, oh, ow = step.output_specs[0].shape
     bias = step.input_values[2] if has_bias(step) else None
-    text.update(stem_text(geo, step.input_values[1], bias, text["FLOAT"] == "f16", text["ACC"]))
-    text["PIXELS"] = str(STEM_PIXELS)
-    ex.dispatch(STEM_KERNEL, [step.inputs[0], step.outputs[0], residual_tensor(step)], params, params[0], text=text)
+
+    def dispatch(pixels: int, preferred: bool = False) -> None:
+        text = feature_text(ex, STEM_KERNEL, x=0, y=1, r=2)
+        text.update(stem_text(geo, step.input_values[1], bias, text["FLOAT"] == "f16", text["ACC"], cols=pixels))
+        text["PIXELS"] = str(pixels)
+        blocks = ceil_div(ow, pixels)
+        ex.dispatch(STEM_KERNEL, [step.inputs[0], step.outputs[0], residual_tensor(step)],
+                    [n * oh * blocks, blocks, *params[2:]], n * oh * blocks, text=text, preferred=preferred)
+
+    dispatch(STEM_PIXELS, preferred=True)
+    if n * oh * ow:  # an empty batch dispatches nothing
+        ex.quick_first(lambda: dispatch(QUICK_STEM_PIXELS))
 
 
 def loop_iterations(step: Step, kind: str) -> int:

@@ -1,8 +1,9 @@
 """Quick kernels first (GpuExecution.quick_first): on lavapipe, where the driver generates a
-kernel's code at its first dispatch, a dwpw step whose big block's code is not in Mesa's cache yet
-runs the quick 1x2 block until the big block's pipeline and code are made in the background; then
-it runs the big block. Results are the same throughout; a later session finds the big block's code
-(the warm-up record) and dispatches it at once; WGNN_QUICK_FIRST=0 and warm-ups off run it at once."""
+kernel's code at its first dispatch, a step whose big kernel's code is not in Mesa's cache yet runs
+a quicker one until the big kernel's pipeline and code are made in the background, then the big
+one: a dwpw step the 1x2 block, a literal-weight stem conv one pixel per invocation instead of
+four. Results are the same throughout; a later session finds the big kernel's code (the warm-up
+record) and dispatches it at once; WGNN_QUICK_FIRST=0 and warm-ups off run it at once."""
 import numpy as np
 import pytest
 from helpers import gpu_adapters, session_for
@@ -35,14 +36,36 @@ def dwpw_model(seed: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def stem_model(seed: int):
+    """A 3x3 stride-2 conv of an RGB image to 6 channels, padded: a literal-weight stem kernel."""
+    rng = np.random.default_rng(seed)
+    init = [numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 8, 8])], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def block_of(dispatch) -> tuple[int, int]:
+    """Output pixels (rows, columns) an invocation of the dispatch's kernel computes."""
     code = dispatch.kernel.source[0]
-    return tuple(int(code.split(f"const {name} = ")[1].split(";")[0]) for name in ("ROWS", "COLS"))
+    if "const ROWS = " in code:  # dwpw
+        return tuple(int(code.split(f"const {name} = ")[1].split(";")[0]) for name in ("ROWS", "COLS"))
+    return 1, int(code.split("let ox0 = (index % p(1u)) * ")[1].split(";")[0])  # stem
+
+
+MODELS = {"ConvDwPw": (dwpw_model, (2, 7, 16, 16), QUICK_BLOCK), "Conv": (stem_model, (2, 3, 16, 16), (1, 1))}
+
+
+def op_dispatches(session, op_type: str) -> list:
+    return [d for s in session.session.segments for step, ex in s.steps if step.op.op_type == op_type
+            for d in ex.dispatches]
 
 
 def dwpw_dispatches(session) -> list:
-    return [d for s in session.session.segments for step, ex in s.steps if step.op.op_type == "ConvDwPw"
-            for d in ex.dispatches]
+    return op_dispatches(session, "ConvDwPw")
 
 
 @pytest.fixture
@@ -59,33 +82,37 @@ def fresh_cache(tmp_path, monkeypatch):
     return cache
 
 
-def gpu_session(model):
-    config = wgnn.Config(providers=("wgpu",), adapter=LAVAPIPE[0])
+def gpu_session(model, storage="auto", precision="fp32"):
+    config = wgnn.Config(providers=("wgpu",), adapter=LAVAPIPE[0], storage=storage, precision=precision)
     return wgnn.InferenceSession(model.SerializeToString(), config=config)
 
 
 @needs_lavapipe
-def test_the_quick_block_runs_until_the_big_blocks_code_is_ready(fresh_cache):
-    model = dwpw_model(2)
-    x = {"x": np.random.default_rng(3).standard_normal((2, 7, 16, 16)).astype(np.float32)}
+@pytest.mark.parametrize("op_type", list(MODELS))
+@pytest.mark.parametrize(("storage", "precision"), [("buffer", "fp32"), ("texture", "fp16")])
+def test_the_quick_block_runs_until_the_big_blocks_code_is_ready(fresh_cache, op_type, storage, precision):
+    build, shape, quick = MODELS[op_type]
+    model = build(2)
+    x = {"x": np.random.default_rng(3).standard_normal(shape).astype(np.float32)}
     expected = session_for(model.SerializeToString(), "numpy").run(None, x)[0]
-    session = gpu_session(model)
-    [first] = dwpw_dispatches(session)
-    assert block_of(first) == QUICK_BLOCK and first.upgrade is not None
+    session = gpu_session(model, storage, precision)
+    tolerance = 1e-4 if precision == "fp32" else 2e-2
+    [first] = op_dispatches(session, op_type)
+    assert block_of(first) == quick and first.upgrade is not None
     big = block_of(first.upgrade)
-    assert big[0] * big[1] > QUICK_BLOCK[0] * QUICK_BLOCK[1]
+    assert big[0] * big[1] > quick[0] * quick[1]
     assert first.upgrade_ready is not None  # its code is generated after the prepare
-    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=tolerance, atol=tolerance)
 
     assert session.wait_background() > 0  # the deferred variants, the big block's pipeline and code
     assert first.upgrade_ready.done() and first.upgrade.kernel.compiled
-    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=1e-4, atol=1e-4)
-    [now] = dwpw_dispatches(session)
+    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=tolerance, atol=tolerance)
+    [now] = op_dispatches(session, op_type)
     assert now is first.upgrade and block_of(now) == big
-    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=tolerance, atol=tolerance)
 
     # The record holds the big block's code now: a later session dispatches it at once.
-    [later] = dwpw_dispatches(gpu_session(model))
+    [later] = op_dispatches(gpu_session(model, storage, precision), op_type)
     assert later.upgrade is None and block_of(later) == big
 
 
