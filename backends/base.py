@@ -106,9 +106,10 @@ class Backend(ABC):
         errors."""
         return
 
-    def wait_background(self) -> int:
+    def wait_background(self, executions=()) -> int:
         """Wait for work a prepare left to run in the background (the GPU backend's deferred
-        compiles and code generation); returns how many tasks there were."""
+        compiles and code generation), for these executions' sake; returns how many tasks there
+        were."""
         return 0
 
     @abstractmethod

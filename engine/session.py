@@ -331,7 +331,9 @@ class Session:
         the replacements as they become ready; benchmarks wait first. Returns how many tasks there
         were."""
         with self._lock:
-            return sum(backend.wait_background() for backend in self.backends)
+            return sum(backend.wait_background([execution for segment in self.segments if segment.backend is backend
+                                                for _, execution in segment.steps])
+                       for backend in self.backends)
 
     def report(self) -> dict:
         """What the last resize planned: ops per backend, fallbacks, memory, FLOPs."""

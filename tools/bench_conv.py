@@ -77,6 +77,7 @@ def measure(path: str, config, *, warmup: int, runs: int) -> dict:
     feeds = random_feeds(interp.graph.inputs, shapes, 0)
     session = Session(interp, config)
     session.resize(shapes)
+    session.wait_background()
     for _ in range(warmup):
         session.run(feeds)
     wall, cpu = [], []

@@ -295,6 +295,7 @@ def kernel_case(case: dict, adapter: int, warmup: int, runs: int) -> dict:
     data, feeds = case_model(case)
     session = Session(Interpreter(data), Config(providers=("wgpu", "numpy"), adapter=adapter))
     session.resize({k: v.shape for k, v in feeds.items()})
+    session.wait_background()
     fallbacks = session.report()["fallbacks"]
     if fallbacks:
         raise WgnnError(f"ran on the CPU: {fallbacks[0]['reasons']}")

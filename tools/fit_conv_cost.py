@@ -205,6 +205,7 @@ class Variant:
         with forced(path, kernel, weights):
             self.session = wgnn.InferenceSession(case_model(case), config=config)
             self.session.run(None, {"x": x})
+            self.session.wait_background()  # the kernels a session keeps
             convs = [ex for segment in self.session.session.segments for _, ex in segment.steps
                      if type(ex).__name__ == "ConvGpu"]
             self.execution = convs[-1]

@@ -72,6 +72,8 @@ def _wgnn(providers: tuple[str, ...], adapter):
             if reason is not None:
                 raise PeerUnavailable(reason)
         session = wgnn.InferenceSession(data, config=wgnn.Config(providers=providers, adapter=adapter))
+        session.run(None, feeds)  # plans for the feeds' shapes
+        session.wait_background()  # the rounds must not share the cores with it
         return lambda: session.run(None, feeds)
 
     return load

@@ -249,11 +249,17 @@ class GpuExecution(Execution):
             self.backend.requested.append((self.step.label, kernel))
         return kernel
 
-    def encode(self, recorder) -> None:
+    def take_upgrades(self) -> None:
+        """Replace each quick dispatch whose preferred one is ready (its pipeline and the driver's
+        code: quick_first) by that one."""
         for i, d in enumerate(self.dispatches):
             if d.upgrade is not None and d.upgrade_ready is not None and d.upgrade_ready.done() \
                     and d.upgrade.kernel.compiled:
-                d = self.dispatches[i] = d.upgrade
+                self.dispatches[i] = d.upgrade
+
+    def encode(self, recorder) -> None:
+        self.take_upgrades()
+        for d in self.dispatches:
             recorder.set_pipeline(d.kernel.pipeline)
             recorder.set_bind_group(0, d.bind_group)
             recorder.dispatch_workgroups(*d.groups)
@@ -397,14 +403,17 @@ class WgpuBackend(Backend):
             except WgnnError as exc:
                 raise type(exc)(f"{label}: {exc}") from None
 
-    def wait_background(self) -> int:
+    def wait_background(self, executions=()) -> int:
         """Wait for the work prepares left to run in the background (variants a resize may switch to,
-        the code of kernels that replace quicker ones); the next run records anew, with the
-        replacements. Returns how many tasks there were."""
+        the code of kernels that replace quicker ones); the executions take their replacements, and
+        the next run records anew. Returns how many tasks there were."""
         background, self.background = self.background, []
         for future in background:
             with contextlib.suppress(WgnnError):  # a variant that fails raises in the resize that needs it
                 future.result()
+        for execution in executions:
+            if isinstance(execution, GpuExecution):
+                execution.take_upgrades()
         if background:
             self._recorded_runs.clear()
         return len(background)

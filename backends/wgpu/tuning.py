@@ -369,6 +369,7 @@ def measure_providers(adapter: int, *, rounds: int = PROBE_ROUNDS, warmup: int =
     sessions = {"wgpu": Session(interpreter, Config(providers=("wgpu", "numpy"), adapter=adapter)),
                 "numpy": Session(interpreter, Config(providers=("numpy",)))}
     outputs = {name: session.run(feeds)["y"] for name, session in sessions.items()}
+    sessions["wgpu"].wait_background()
     if not np.allclose(outputs["wgpu"], outputs["numpy"], rtol=1e-3, atol=1e-4):
         raise WgnnError("the providers probe gave different results on wgpu and numpy")
     for _ in range(warmup):

@@ -144,6 +144,41 @@ def test_empty_driver_cache_starts_a_new_cache_that_warmups_fill(tmp_path, monke
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
+LAVAPIPE = [a for a in gpu_adapters() if "llvmpipe" in a["name"].lower() and a["backend"] == "Vulkan"]
+
+
+@pytest.mark.skipif(not LAVAPIPE, reason="no lavapipe (Vulkan llvmpipe) adapter")
+@pytest.mark.parametrize("quick_first", ["1", "0"])
+def test_a_first_ever_run_reports_its_quick_kernels_and_waits_for_the_background(tmp_path, monkeypatch, quick_first):
+    """An RGB stem conv on lavapipe with an empty driver cache: the first run uses the one-pixel
+    stem kernel, and bench waits for the background work before timing (WGNN_QUICK_FIRST=0: none)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.random.default_rng(0).standard_normal((6, 3, 3, 3)).astype(np.float32), "w")
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "stem", [vi("x", TensorProto.FLOAT, [2, 3, 16, 16])],
+                              [vi("y", TensorProto.FLOAT, None)], [weights])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "stem.onnx")
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path / "wgnn"))
+    monkeypatch.setenv("WGNN_DRIVER_WARMUP", "1")
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
+    monkeypatch.setenv("WGNN_QUICK_FIRST", quick_first)
+    monkeypatch.delenv("MESA_SHADER_CACHE_DISABLE", raising=False)
+    args = (str(tmp_path / "stem.onnx"), "--provider", "wgpu", "--adapter", str(LAVAPIPE[0]["index"]), *QUICK,
+            "--empty-driver-cache")
+    done = bench(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    background = json.loads(done.stdout)["background"]
+    assert background["quick_first"] == (1 if quick_first == "1" else 0)
+    assert background["tasks"] > 0  # the other conv paths' pipelines, at least
+    text = bench(*args)
+    assert text.returncode == 0 and "background task(s)" in text.stdout
+    assert ("1 step(s) ran a kernel quicker to generate" in text.stdout) == (quick_first == "1")
+
+
 @needs_gpu
 @pytest.mark.parametrize(("setting", "arguments", "variable"), [
     ("disable_driver_shader_cache", (), "MESA_SHADER_CACHE_DISABLE"), ("set_lavapipe_threads", (0,), "LP_NUM_THREADS"),
