@@ -160,3 +160,22 @@ def record_pipelines(monkeypatch) -> Pipelines:
     monkeypatch.setattr(loader.PipelineCache, "get", get)
     return seen
 
+
+
+def fresh_warmup_cache(monkeypatch, tmp_path, adapter: int):
+    """The adapter's pipeline cache with driver warm-ups on (the suite's default is off), an empty
+    record, and every kernel compiled anew, as in a new process; all restored after the test."""
+    from wgnn.backends.wgpu import warmup
+    from wgnn.backends.wgpu.context import get_context
+    from wgnn.backends.wgpu.loader import pipeline_cache
+
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
+    context = get_context(adapter)
+    relu = make_model("Relu", [np.zeros((1, 4), np.float32)])
+    feeds = {relu.graph.input[0].name: np.ones((1, 4), np.float32)}
+    session_for(relu.SerializeToString(), f"wgpu:{adapter}").run(None, feeds)
+    cache = pipeline_cache(context)  # its compile threads exist now
+    monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
+    monkeypatch.setattr(cache, "pipelines", {})
+    return cache

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import Const, gpu_adapters, make_model, session_for
+from helpers import Const, fresh_warmup_cache, gpu_adapters, make_model, session_for
 from wgnn.backends.wgpu import warmup
 from wgnn.backends.wgpu.context import get_context
-from wgnn.backends.wgpu.loader import STORAGE, TEXTURE_IN, UNIFORM, pipeline_cache
+from wgnn.backends.wgpu.loader import STORAGE, TEXTURE_IN, UNIFORM
 
 import wgnn
 
@@ -143,13 +143,7 @@ def head_model(seed: int):
     (conv_model, "buffer", "fp32"), (conv_model, "texture", "fp32"), (conv_model, "texture", "fp16"),
     (head_model, "buffer", "fp32")])
 def test_a_session_warms_the_kernels_it_dispatches_only(tmp_path, monkeypatch, build, storage, precision):
-    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
-    context = get_context(LAVAPIPE[0])
-    session_for(conv_model(7).SerializeToString(), f"wgpu:{LAVAPIPE[0]}")  # the compile threads exist
-    cache = pipeline_cache(context)
-    monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
-    monkeypatch.setattr(cache, "pipelines", {})  # every kernel compiles anew, as in a new process
+    cache = fresh_warmup_cache(monkeypatch, tmp_path, LAVAPIPE[0])
     model = build(8)
     session = wgnn.InferenceSession(model.SerializeToString(), config=wgnn.Config(
         providers=("wgpu", "numpy"), adapter=LAVAPIPE[0], storage=storage, precision=precision))

@@ -6,13 +6,11 @@ four. Results are the same throughout; a later session finds the big kernel's co
 record) and dispatches it at once; WGNN_QUICK_FIRST=0 and warm-ups off run it at once."""
 import numpy as np
 import pytest
-from helpers import gpu_adapters, session_for
+from helpers import fresh_warmup_cache, gpu_adapters, session_for
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu import warmup
 from wgnn.backends.wgpu.backend import QUICK_FIRST_ENV
-from wgnn.backends.wgpu.context import get_context
 from wgnn.backends.wgpu.conv_dwpw import QUICK_BLOCK
-from wgnn.backends.wgpu.loader import pipeline_cache
 
 import wgnn
 
@@ -70,16 +68,7 @@ def dwpw_dispatches(session) -> list:
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
-    """Warm-ups on (the suite's default is off), with an empty record, and every kernel compiled
-    anew, as in a new process; both restored after the test."""
-    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("WGNN_COMPILE_THREADS", "2")
-    context = get_context(LAVAPIPE[0])
-    session_for(dwpw_model(1).SerializeToString(), f"wgpu:{LAVAPIPE[0]}")  # the compile threads exist
-    cache = pipeline_cache(context)
-    monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
-    monkeypatch.setattr(cache, "pipelines", {})
-    return cache
+    return fresh_warmup_cache(monkeypatch, tmp_path, LAVAPIPE[0])
 
 
 def gpu_session(model, storage="auto", precision="fp32"):
