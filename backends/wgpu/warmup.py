@@ -13,7 +13,8 @@ zero workgroups over stand-in bindings (textures and params like the session's, 
 depends on them: texture_traits, params_traits). The driver generates the code then, on that
 device's queue thread, beside the other threads', and writes it to the disk cache, where the
 session's device finds it at its first run. The session's resize waits for its kernels' warm-ups
-as it waits for their pipelines.
+as it waits for their pipelines, except those of kernels a step runs only once their code is
+ready, a quicker one until then (GpuExecution.quick_first): those are background work.
 
 A record of the kernels warmed (a file per adapter, driver and Mesa cache folder, in wgnn's cache
 folder, or beside Mesa's cache in a folder MESA_SHADER_CACHE_DIR names) keeps later processes from
