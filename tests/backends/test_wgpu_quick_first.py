@@ -18,7 +18,7 @@ LAVAPIPE = [a["index"] for a in gpu_adapters() if "llvmpipe" in a["name"].lower(
 needs_lavapipe = pytest.mark.skipif(not LAVAPIPE, reason="no lavapipe (Vulkan llvmpipe) adapter")
 
 
-def dwpw_model(seed: int):
+def dwpw_model(seed: int, batch: int | str = 2):
     """Depthwise 3x3 (ReLU), then a 1x1 conv, on a 16x16 map: the converter makes one ConvDwPw,
     whose block rule picks a block bigger than the quick one there. Channels not a multiple of 4."""
     rng = np.random.default_rng(seed)
@@ -29,8 +29,9 @@ def dwpw_model(seed: int):
     nodes = [helper.make_node("Conv", ["x", "wd"], ["d0"], group=c, pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["d0"], ["d"]),
              helper.make_node("Conv", ["d", "wp", "bp"], ["y"])]
-    graph = helper.make_graph(nodes, "dwpw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, cout, 16, 16])], init)
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "dwpw", [vi("x", TensorProto.FLOAT, [batch, c, 16, 16])],
+                              [vi("y", TensorProto.FLOAT, [batch, cout, 16, 16])], init)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -113,3 +114,22 @@ def test_no_quick_block_when_turned_off(fresh_cache, monkeypatch, switch):
         monkeypatch.setattr(fresh_cache, "warmup", None)  # what the switch does in a new process
     [dispatch] = dwpw_dispatches(gpu_session(dwpw_model(4)))
     assert dispatch.upgrade is None and block_of(dispatch)[0] * block_of(dispatch)[1] > 2
+
+
+@needs_lavapipe
+def test_a_resize_before_the_background_finishes_stays_right(fresh_cache):
+    """New input shapes while the big block's code is still being generated: the resized plan runs
+    the quick block again until then, with the right results, and takes the big one after."""
+    model = dwpw_model(5, batch="N")
+    session = gpu_session(model)
+    rng = np.random.default_rng(6)
+    reference = session_for(model.SerializeToString(), "numpy")
+    for batch in (2, 3):
+        x = {"x": rng.standard_normal((batch, 7, 16, 16)).astype(np.float32)}
+        expected = reference.run(None, x)[0]
+        np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=1e-4, atol=1e-4)
+    [quick] = dwpw_dispatches(session)
+    session.wait_background()
+    [now] = dwpw_dispatches(session)
+    assert block_of(now) != QUICK_BLOCK and (quick.upgrade is None or now is quick.upgrade)
+    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=1e-4, atol=1e-4)
