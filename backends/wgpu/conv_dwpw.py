@@ -152,7 +152,7 @@ def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: li
         ex.dispatch(kernel, tensors, block_params, count, text={**text, **block_text(chosen, shape.stride)},
                     constants=constants, preferred=preferred)
 
-    if block[0] * block[1] <= QUICK_BLOCK[0] * QUICK_BLOCK[1]:
+    if block[0] * block[1] <= QUICK_BLOCK[0] * QUICK_BLOCK[1] or forced_block():  # a forced block runs as forced
         dispatch(block)
     else:
         before = len(ex.dispatches)

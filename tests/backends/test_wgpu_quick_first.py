@@ -3,14 +3,15 @@ kernel's code at its first dispatch, a step whose big kernel's code is not in Me
 a quicker one until the big kernel's pipeline and code are made in the background, then the big
 one: a dwpw step the 1x2 block, a literal-weight stem conv one pixel per invocation instead of
 four. Results are the same throughout; a later session finds the big kernel's code (the warm-up
-record) and dispatches it at once; WGNN_QUICK_FIRST=0 and warm-ups off run it at once."""
+record) and dispatches it at once; WGNN_QUICK_FIRST=0, warm-ups off and a forced block
+(WGNN_DWPW_BLOCK) run it at once."""
 import numpy as np
 import pytest
 from helpers import fresh_warmup_cache, gpu_adapters, session_for
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu import warmup
 from wgnn.backends.wgpu.backend import QUICK_FIRST_ENV
-from wgnn.backends.wgpu.conv_dwpw import QUICK_BLOCK
+from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, QUICK_BLOCK
 
 import wgnn
 
@@ -107,13 +108,15 @@ def test_the_quick_block_runs_until_the_big_blocks_code_is_ready(fresh_cache, op
 
 
 @needs_lavapipe
-@pytest.mark.parametrize("switch", [QUICK_FIRST_ENV, warmup.WARMUP_ENV])
-def test_no_quick_block_when_turned_off(fresh_cache, monkeypatch, switch):
-    monkeypatch.setenv(switch, "0")
+@pytest.mark.parametrize(("switch", "value"), [(QUICK_FIRST_ENV, "0"), (warmup.WARMUP_ENV, "0"), (BLOCK_ENV, "2x4")])
+def test_no_quick_block_when_turned_off_or_a_block_is_forced(fresh_cache, monkeypatch, switch, value):
+    monkeypatch.setenv(switch, value)
     if switch == warmup.WARMUP_ENV:
         monkeypatch.setattr(fresh_cache, "warmup", None)  # what the switch does in a new process
     [dispatch] = dwpw_dispatches(gpu_session(dwpw_model(4)))
     assert dispatch.upgrade is None and block_of(dispatch)[0] * block_of(dispatch)[1] > 2
+    if switch == BLOCK_ENV:
+        assert block_of(dispatch) == (2, 4)
 
 
 @needs_lavapipe
