@@ -33,7 +33,9 @@ keeps it in Mesa's disk cache), so only the blocks that run pay that, seconds fo
 kernel; the residual is an override constant (RESIDUAL) so that a kernel without one has no
 residual loads to compile: with it MobileNetV2's first-ever run at 32 (`wgnn bench
 --no-driver-cache`) took 6.7-7.1 s, as before the blocks (6.9-7.2 s), where the blocks alone had
-made it 9.0-9.8 s.
+made it 9.0-9.8 s. Where that code is not generated yet (lavapipe, a machine's first run), the
+QUICK_BLOCK runs until it is (GpuExecution.quick_first): mobilenetv2's first-ever cold start 2.4-2.9 s
+against 8.5-9.2 s.
 """
 from __future__ import annotations
 
