@@ -89,8 +89,7 @@ class Session:
                 for _, execution in segment.steps:
                     execution.prepare()
             for backend in self.backends:
-                backend.finish_prepare([execution for segment in self.segments if segment.backend is backend
-                                        for _, execution in segment.steps])
+                backend.finish_prepare(self._executions_on(backend))
         except MemoryError as exc:
             raise HostMemoryError(f"out of host memory planning for input shapes {dict(shapes or {})}: "
                                   f"{exc}") from None
@@ -331,9 +330,10 @@ class Session:
         the replacements as they become ready; benchmarks wait first. Returns how many tasks there
         were."""
         with self._lock:
-            return sum(backend.wait_background([execution for segment in self.segments if segment.backend is backend
-                                                for _, execution in segment.steps])
-                       for backend in self.backends)
+            return sum(backend.wait_background(self._executions_on(backend)) for backend in self.backends)
+
+    def _executions_on(self, backend) -> list:
+        return [execution for segment in self.segments if segment.backend is backend for _, execution in segment.steps]
 
     def report(self) -> dict:
         """What the last resize planned: ops per backend, fallbacks, memory, FLOPs."""

@@ -131,6 +131,7 @@ class GpuExecution(Execution):
     def __init__(self, backend: WgpuBackend, step: Step):
         super().__init__(backend, step)
         self.dispatches: list[Dispatch] = []
+        self.upgrades_pending = False  # a dispatch waits to be replaced by its upgrade (quick_first)
         self.layout = "linear"  # set by the layout pass before prepare()
 
     def binding(self, name: str) -> dict:
@@ -162,9 +163,10 @@ class GpuExecution(Execution):
 
     def dispatch(self, path: str, tensors: list[str], params: list[int | float], invocations: int, *,
                  text: dict[str, str] | None = None, constants: dict | None = None,
-                 status: str | None = None, preferred: bool = False) -> None:
+                 status: str | None = None, preferred: bool = False) -> Dispatch | None:
         """Prepare one dispatch of kernels_wgsl/<path> over `invocations` invocations, binding the
-        named tensors in order and then the params uniform (ints; floats are bit-cast).
+        named tensors in order and then the params uniform (ints; floats are bit-cast). Returns it
+        (None for no invocations: nothing to dispatch).
 
         preferred: one that quick_first() may replace by a quicker one until its code is ready (its
         pipeline's compile is then deferred too).
@@ -175,7 +177,7 @@ class GpuExecution(Execution):
         "check" has the status read after the segment runs (a report raises InputError with
         status_error()); "bind" skips that read, for indices already checked at resize."""
         if invocations <= 0:
-            return
+            return None
         backend = self.backend
         kinds = self._binding_kinds(tensors)
         if status is not None:
@@ -199,8 +201,10 @@ class GpuExecution(Execution):
             bind_group = backend.device.create_bind_group(layout=kernel.layout, entries=entries)
         except Exception as exc:
             raise WgnnError(f"{self.step.label}: could not bind kernel {path}: {exc}") from None
-        self.dispatches.append(Dispatch(kernel, bind_group, kernel_grid(backend, invocations, kernel), self.step.label,
-                                        tuple(traits)))
+        grid = kernel_grid(backend, invocations, kernel)
+        prepared = Dispatch(kernel, bind_group, grid, self.step.label, tuple(traits))
+        self.dispatches.append(prepared)
+        return prepared
 
     def compile(self, path: str, tensors: list[str], *, text: dict[str, str] | None = None,
                 constants: dict | None = None) -> Kernel:
@@ -209,22 +213,23 @@ class GpuExecution(Execution):
         nothing. Its compile is deferred past the work the first run needs (loader.PipelineCache)."""
         return self._pipeline(path, self._binding_kinds(tensors), text, constants, deferred=True)
 
-    def quick_first(self, quick) -> bool:
-        """Where the driver would generate the code of the dispatch just prepared (the last one, with
-        preferred=True) at its first run and does not hold it yet (lavapipe on a machine's first-ever
-        run: seconds for a big kernel), run the dispatch quick() prepares instead, one computing the
-        same whose code is quicker to generate, until the preferred one's pipeline and code are
-        ready: both are made after the session's prepare, in the background, and the first run
-        recorded after that runs the preferred dispatch (WgpuBackend.finish_prepare, encode).
-        Returns whether quick() ran."""
-        preferred = self.dispatches[-1]
-        pipelines = self.backend.pipelines
-        if not quick_first_enabled() or pipelines.has_driver_code(preferred.kernel, preferred.traits):
+    def quick_first(self, preferred: Dispatch | None, quick) -> bool:
+        """Where the driver would generate the code of `preferred` (the dispatch just prepared, with
+        preferred=True; None: nothing dispatched) at its first run and does not hold it yet
+        (lavapipe on a machine's first-ever run: seconds for a big kernel), run the dispatch quick()
+        prepares instead, one computing the same whose code is quicker to generate, until the
+        preferred one's pipeline and code are ready: both are made after the session's prepare, in
+        the background, and the first run recorded after that runs the preferred dispatch
+        (WgpuBackend.finish_prepare, take_upgrades). Returns whether quick() ran."""
+        if preferred is None:
+            return False
+        if not quick_first_enabled() or self.backend.pipelines.has_driver_code(preferred.kernel, preferred.traits):
             self._pipeline_needed(preferred.kernel)
             return False
-        self.dispatches.pop()
+        self.dispatches.remove(preferred)
         quick()
         self.dispatches[-1].upgrade = preferred
+        self.upgrades_pending = True
         return True
 
     def _pipeline_needed(self, kernel: Kernel) -> None:
@@ -252,10 +257,13 @@ class GpuExecution(Execution):
     def take_upgrades(self) -> None:
         """Replace each quick dispatch whose preferred one is ready (its pipeline and the driver's
         code: quick_first) by that one."""
+        if not self.upgrades_pending:  # recording a run pays one attribute read
+            return
         for i, d in enumerate(self.dispatches):
             if d.upgrade is not None and d.upgrade_ready is not None and d.upgrade_ready.done() \
                     and d.upgrade.kernel.compiled:
                 self.dispatches[i] = d.upgrade
+        self.upgrades_pending = any(d.upgrade is not None for d in self.dispatches)
 
     def encode(self, recorder) -> None:
         self.take_upgrades()

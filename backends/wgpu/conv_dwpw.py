@@ -146,21 +146,18 @@ def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: li
     block = choose_block(shape, weights)
     constants = {"RESIDUAL": int(shape.residual)}
 
-    def dispatch(chosen: tuple[int, int], preferred: bool = False) -> None:
+    def dispatch(chosen: tuple[int, int], preferred: bool = False):
         rows, cols = ceil_div(shape.oh, chosen[0]), ceil_div(shape.ow, chosen[1])
         count = shape.n * rows * cols
         block_params = list(params)
         block_params[0], block_params[1], block_params[12] = count, cols, rows
-        ex.dispatch(kernel, tensors, block_params, count, text={**text, **block_text(chosen, shape.stride)},
-                    constants=constants, preferred=preferred)
+        return ex.dispatch(kernel, tensors, block_params, count, text={**text, **block_text(chosen, shape.stride)},
+                           constants=constants, preferred=preferred)
 
     if block[0] * block[1] <= QUICK_BLOCK[0] * QUICK_BLOCK[1] or forced_block():  # a forced block runs as forced
         dispatch(block)
-    else:
-        before = len(ex.dispatches)
-        dispatch(block, preferred=True)  # an empty batch dispatches nothing
-        if len(ex.dispatches) > before and ex.quick_first(lambda: dispatch(QUICK_BLOCK)):
-            block = QUICK_BLOCK
+    elif ex.quick_first(dispatch(block, preferred=True), lambda: dispatch(QUICK_BLOCK)):
+        block = QUICK_BLOCK
     for other in BLOCKS:
         if other != block:
             ex.compile(kernel, tensors, text={**text, **block_text(other, shape.stride)}, constants=constants)

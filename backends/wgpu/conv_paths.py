@@ -597,7 +597,7 @@ class _PipelineWarmer:
                           for name in tensors] + [UNIFORM])
         self.backend.pipelines.get(path, bindings, params=text, constants={"WG": WORKGROUP}, deferred=True)
 
-    def quick_first(self, quick) -> bool:
+    def quick_first(self, preferred, quick) -> bool:
         """Variants a resize may switch to run as compiled: no quicker kernel first."""
         return False
 
@@ -697,17 +697,15 @@ def prepare_stem(ex, geo: dict, params: list) -> None:
     n, _, oh, ow = step.output_specs[0].shape
     bias = step.input_values[2] if has_bias(step) else None
 
-    def dispatch(pixels: int, preferred: bool = False) -> None:
+    def dispatch(pixels: int, preferred: bool = False):
         text = feature_text(ex, STEM_KERNEL, x=0, y=1, r=2)
         text.update(stem_text(geo, step.input_values[1], bias, text["FLOAT"] == "f16", text["ACC"], cols=pixels))
         text["PIXELS"] = str(pixels)
         blocks = ceil_div(ow, pixels)
-        ex.dispatch(STEM_KERNEL, [step.inputs[0], step.outputs[0], residual_tensor(step)],
-                    [n * oh * blocks, blocks, *params[2:]], n * oh * blocks, text=text, preferred=preferred)
+        return ex.dispatch(STEM_KERNEL, [step.inputs[0], step.outputs[0], residual_tensor(step)],
+                           [n * oh * blocks, blocks, *params[2:]], n * oh * blocks, text=text, preferred=preferred)
 
-    dispatch(STEM_PIXELS, preferred=True)
-    if n * oh * ow:  # an empty batch dispatches nothing
-        ex.quick_first(lambda: dispatch(QUICK_STEM_PIXELS))
+    ex.quick_first(dispatch(STEM_PIXELS, preferred=True), lambda: dispatch(QUICK_STEM_PIXELS))
 
 
 def loop_iterations(step: Step, kind: str) -> int:
