@@ -80,6 +80,11 @@ class Backend(ABC):
     def __init__(self, config=None):
         self.config = config
 
+    def settle_device(self, steps: list[Step]) -> None:
+        """At the session's first resize, with every step it lowered: a backend whose device
+        depends on the work (wgpu on lavapipe) picks it now, before any step is scheduled."""
+        return
+
     def tensor_bytes(self, name: str, spec: TensorSpec) -> int:
         """Bytes a tensor takes in this backend's memory (its layout may pad it)."""
         return spec.nbytes

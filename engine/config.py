@@ -24,12 +24,18 @@ class Config:
             and logs so at INFO level.
         storage: NC4HW4 storage on the GPU: "texture", "buffer" or "auto" (what `wgnn tune`
             measured faster on the adapter, else buffers in fp32 and textures in fp16).
+        lavapipe_threads: worker threads of the session's device on Mesa's CPU adapter (lavapipe;
+            other adapters ignore it): an int from 0 (each dispatch runs on the driver's queue
+            thread) to 32, or "auto": at the first resize, a model with little work per dispatch
+            gets a device without workers, others the process's count (one per core unless
+            LP_NUM_THREADS or wgnn.set_lavapipe_threads set it; a set count is kept).
     """
 
     providers: tuple[str, ...] = ("numpy",)
     adapter: str | int | None = None
     precision: str = "fp32"
     storage: str = "auto"
+    lavapipe_threads: int | str = "auto"
     # Set when providers was ("auto",): the resolved providers, the adapter and the measured
     # milliseconds (or the reason for numpy); None otherwise.
     providers_choice: dict | None = field(default=None, init=False, compare=False)
@@ -49,3 +55,7 @@ class Config:
             raise WgnnError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.storage not in STORAGES:
             raise WgnnError(f"storage must be one of {STORAGES}, got {self.storage!r}")
+        if self.lavapipe_threads != "auto":
+            from ..backends.wgpu.context import check_lavapipe_threads
+
+            check_lavapipe_threads(self.lavapipe_threads)

@@ -83,18 +83,24 @@ class _ColdStart:
     def __init__(self, backends):
         from ..backends.wgpu.loader import compile_threads
 
-        self.caches = [b.pipelines for b in backends if hasattr(b, "pipelines")]
+        self.backends = [b for b in backends if hasattr(b, "pipelines")]
         self.seconds = 0.0
         self.compiled = 0
-        self.threads = compile_threads() if self.caches else 0  # 0: nothing compiles (no GPU backend)
+        self.threads = compile_threads() if self.backends else 0  # 0: nothing compiles (no GPU backend)
 
     def __enter__(self):
-        self.before = [(c.compiled, c.compile_seconds, *_warmups(c)) for c in self.caches]
+        from ..backends.wgpu.context import open_contexts
+        from ..backends.wgpu.loader import pipeline_cache
+
+        # The resize may move a backend to another device (settle_device): every open one's counters
+        caches = [pipeline_cache(c) for c in open_contexts()] if self.backends else []
+        self.before = {id(c): (c.compiled, c.compile_seconds, *_warmups(c)) for c in caches}
         return self
 
     def __exit__(self, *exc):
         self.warmed, self.warmup_seconds = 0, 0.0
-        for cache, (compiled, seconds, warmed, warmup_seconds) in zip(self.caches, self.before, strict=True):
+        for cache in {id(b.pipelines): b.pipelines for b in self.backends}.values():
+            compiled, seconds, warmed, warmup_seconds = self.before.get(id(cache), (0, 0.0, 0, 0.0))
             self.compiled += cache.compiled - compiled
             self.seconds += cache.compile_seconds - seconds
             now_warmed, now_seconds = _warmups(cache)
@@ -116,7 +122,6 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     of the process), "empty" starts them empty in a temporary folder: either way the cold start is
     a first-ever run's, without and with the driver warm-ups; lavapipe_threads sets the worker
     threads of Mesa's CPU drivers (LP_NUM_THREADS), also before any GPU use."""
-    from ..backends.wgpu.context import lavapipe_threads as threads_of
     from ..engine.interpreter import Interpreter
     from ..engine.session import Session
     from .cli import random_feeds, resolve_shapes
@@ -178,10 +183,13 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
 
     report = session.report()
     gpu_segments = [s for s in session.segments if s.backend.name == "wgpu"]
-    context = next((b.context for b in session.backends if hasattr(b, "context")), None)
+    gpu_backend = next((b for b in session.backends if hasattr(b, "context")), None)
+    context = gpu_backend.context if gpu_backend else None
+    device_choice = (gpu_backend.device_choice or {}) if gpu_backend else {}
     result = {
         "model": str(path), "providers": list(config.providers), "adapter": context.name if context else None,
-        "lavapipe_threads": threads_of(context.info) if context else None,
+        "lavapipe_threads": context.lavapipe_threads if context else None,
+        "lavapipe_threads_why": device_choice.get("why") if context and context.lavapipe_threads is not None else None,
         "storage": config.storage, "precision": config.precision,
         "input_shapes": {k: list(v) for k, v in shapes.items()}, "warmup": warmup, "runs": runs,
         "latency_ms": latency(samples["wgnn"]),

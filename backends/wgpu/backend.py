@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...engine.errors import DeviceError, DeviceMemoryError, InputError, WgnnError
+from ...engine.errors import AdapterError, DeviceError, DeviceMemoryError, InputError, WgnnError
 from ...engine.ops.base import TensorSpec
 from ..base import Backend, Execution, Step, register_backend
-from .context import get_context
+from .context import get_context, is_lavapipe, lavapipe_threads_chosen_by_environment
 from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
 from .tuning import kernel_grid, tuned_storage
 from .warmup import params_traits, texture_traits
@@ -346,32 +346,43 @@ def overflow_reason(step: Step) -> str | None:
     return None
 
 
+# On lavapipe, handing a dispatch to the worker threads and waiting for them costs ~40 us more than
+# running it on the driver's queue thread (docs/performance.md, "Lavapipe's worker threads"); the
+# workers win it back on dispatches of more work. Measured on 2 cores, zoo models at 32 to 128
+# pixels, 0 against 2 workers: mobilenetv2 even at 2.2 MFLOP per step, 2 workers ahead from 4.9;
+# resnet 0 workers ahead up to 2.6.
+THREADLESS_FLOPS_PER_STEP = 2.5e6
+
+
+def threadless_flops_limit(workers: int | None) -> float:
+    """FLOPs per step under which a device without lavapipe worker threads runs a model faster than
+    one with `workers`. W workers save a step's work w the fraction (1 - 1/W) of it; on 2 workers
+    that is w / 2, so the limit measured there scales by W / (2 (W - 1)); one worker saves nothing."""
+    if not workers:
+        return 0.0
+    if workers == 1:
+        return math.inf
+    return THREADLESS_FLOPS_PER_STEP * workers / (2 * (workers - 1))
+
+
+def requested_lavapipe_workers(config) -> int | None:
+    """The worker count a session asks for by name (None: the process's own, until settle_device)."""
+    setting = getattr(config, "lavapipe_threads", "auto")
+    return None if setting == "auto" else setting
+
+
 @register_backend
 class WgpuBackend(Backend):
     name = "wgpu"
 
     def __init__(self, config=None):
         super().__init__(config)
-        self.context = get_context(getattr(config, "adapter", None))
-        storage = getattr(config, "storage", "auto")
         # fp16: NC4HW4 feature maps are stored in 16-bit floats (rgba16float textures, or f16 buffers
         # where the adapter has shader-f16); arithmetic and linear tensors stay f32.
         self.half = getattr(config, "precision", "fp32") in ("fp16", "fp16-arith")
-        if self.half and storage == "buffer" and "shader-f16" not in self.context.features:
-            raise WgnnError(f"precision fp16 with storage='buffer' needs the shader-f16 feature, which "
-                            f"{self.context.name} lacks; use storage='texture' or 'auto'")
-        # NC4HW4 storage: "auto" keeps fp32 in buffers until a per-adapter measurement says otherwise,
-        # and fp16 in textures (every adapter has rgba16float).
-        self.nc4hw4_storage = storage if storage != "auto" else tuned_storage(self.context, self.half)
         self.texel_bytes = 8 if self.half else 16
-        self.device = self.context.device
-        self.wgpu = self.context.wgpu
-        self.pipelines = pipeline_cache(self.context)
-        self.alignment = max(16, self.context.limits.get("min-storage-buffer-offset-alignment", 256))
-        self.max_binding = self.context.limits.get("max-storage-buffer-binding-size", 1 << 27)
-        self.max_buffer = self.context.limits.get("max-buffer-size", 1 << 28)
-        self.max_groups = self.context.limits.get("max-compute-workgroups-per-dimension", 65535)
-        self.loop_budget = LOOP_BUDGET if "llvmpipe" in self.context.info.name.lower() else None
+        self._bind(get_context(getattr(config, "adapter", None), requested_lavapipe_workers(config)))
+        self.device_choice: dict | None = None  # settle_device's choice of lavapipe workers, and why
         self.locations: dict[str, tuple[object, int, int]] = {}  # tensor -> (buffer, offset, size)
         self.specs: dict[str, TensorSpec] = {}
         self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
@@ -388,6 +399,56 @@ class WgpuBackend(Backend):
         self.status_reads = 0  # segments whose status was read back (models without validating ops: 0)
         self.requested: list = []  # (step label, Kernel) asked for since the last finish_prepare
         self.background: list = []  # Futures: deferred compiles and warm-ups, after a prepare
+
+    def _bind(self, context) -> None:
+        """Take context's device: its limits, pipeline cache and the storage choice follow from it."""
+        storage = getattr(self.config, "storage", "auto")
+        if self.half and storage == "buffer" and "shader-f16" not in context.features:
+            raise WgnnError(f"precision fp16 with storage='buffer' needs the shader-f16 feature, which "
+                            f"{context.name} lacks; use storage='texture' or 'auto'")
+        self.context = context
+        # NC4HW4 storage: "auto" keeps fp32 in buffers until a per-adapter measurement says otherwise,
+        # and fp16 in textures (every adapter has rgba16float).
+        self.nc4hw4_storage = storage if storage != "auto" else tuned_storage(context, self.half)
+        self.device = context.device
+        self.wgpu = context.wgpu
+        self.pipelines = pipeline_cache(context)
+        self.alignment = max(16, context.limits.get("min-storage-buffer-offset-alignment", 256))
+        self.max_binding = context.limits.get("max-storage-buffer-binding-size", 1 << 27)
+        self.max_buffer = context.limits.get("max-buffer-size", 1 << 28)
+        self.max_groups = context.limits.get("max-compute-workgroups-per-dimension", 65535)
+        self.loop_budget = LOOP_BUDGET if is_lavapipe(context.info) else None
+
+    def settle_device(self, steps) -> None:
+        """lavapipe_threads "auto" on lavapipe: a device without worker threads when the steps it
+        can run average under THREADLESS_FLOPS_PER_STEP (scaled for the process's worker count),
+        else the process's own. Made once: later resizes keep the device (its pipelines, memory)."""
+        if self.device_choice is not None:
+            return
+        context = self.context
+        setting = getattr(self.config, "lavapipe_threads", "auto")
+        if not is_lavapipe(context.info):
+            self.device_choice = {"lavapipe_threads": None, "why": "not a lavapipe adapter"}
+            return
+        if setting != "auto":
+            self.device_choice = {"lavapipe_threads": context.lavapipe_threads, "why": "set for the session"}
+            return
+        if lavapipe_threads_chosen_by_environment():
+            self.device_choice = {"lavapipe_threads": context.lavapipe_threads,
+                                  "why": "set for the process (LP_NUM_THREADS)"}
+            return
+        runnable = [step for step in steps if self.unsupported_reason(step) is None]
+        per_step = sum(step.flops or 0 for step in runnable) / max(1, len(runnable))
+        limit = threadless_flops_limit(context.lavapipe_threads)
+        workers = 0 if per_step < limit else context.lavapipe_threads
+        why = f"{per_step / 1e6:.2f} MFLOP per step, {'under' if workers == 0 else 'at or over'} {limit / 1e6:.2f}"
+        if workers != context.lavapipe_threads:
+            try:
+                self._bind(get_context(context.index, workers))
+            except AdapterError as exc:  # e.g. a wgpu build whose instances cannot be made this way
+                log.info("the session keeps the process's lavapipe device: %s", exc)
+                workers, why = context.lavapipe_threads, f"no device with {workers} workers: {exc}"
+        self.device_choice = {"lavapipe_threads": workers, "flops_per_step": per_step, "limit": limit, "why": why}
 
     def finish_prepare(self, executions=()) -> None:
         """Have the driver generate the code of the kernels the executions dispatch, where it would

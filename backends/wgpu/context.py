@@ -46,8 +46,9 @@ class AdapterInfo:
 
 
 _lock = threading.Lock()
-_adapters: list | None = None
-_contexts: dict[int, GpuContext] = {}
+_adapters: list | None = None  # wgpu-py's own instance: LP_NUM_THREADS as the environment says
+_adapters_by_threads: dict[int, list] = {}  # instances of their own, listed with LP_NUM_THREADS=key
+_contexts: dict[tuple[int, int | None], GpuContext] = {}  # (adapter index, lavapipe threads or None)
 
 
 # Environment variables that turn off GPU drivers' on-disk shader caches: Mesa's (lavapipe,
@@ -86,9 +87,15 @@ def use_empty_driver_shader_cache() -> str:
 
 # Mesa's CPU drivers (lavapipe for Vulkan, llvmpipe for OpenGL) split each dispatch over worker
 # threads, one per core unless LP_NUM_THREADS says otherwise; 0 runs it on the driver's own queue
-# thread. They read it once, when wgpu first lists the adapters.
+# thread. They read it when a wgpu instance lists the adapters, so a second instance listed with
+# another count gives devices with that many workers in the same process (_adapter_with_threads).
 LAVAPIPE_THREADS = "LP_NUM_THREADS"
 MAX_LAVAPIPE_THREADS = 32  # llvmpipe's LP_MAX_THREADS in Mesa 22.x
+
+
+def check_lavapipe_threads(count) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LAVAPIPE_THREADS:
+        raise InputError(f"lavapipe threads must be an integer from 0 to {MAX_LAVAPIPE_THREADS}, got {count!r}")
 
 
 def set_lavapipe_threads(count: int) -> None:
@@ -96,8 +103,7 @@ def set_lavapipe_threads(count: int) -> None:
     faster with 0 on few cores, where handing each dispatch to the workers and back costs more
     than it gains (docs/performance.md); large ones faster with one per core, the default. Only
     before the first GPU use of the process."""
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_LAVAPIPE_THREADS:
-        raise InputError(f"lavapipe threads must be an integer from 0 to {MAX_LAVAPIPE_THREADS}, got {count!r}")
+    check_lavapipe_threads(count)
     if _adapters is not None:
         raise InputError("the GPU driver is loaded already in this process: lavapipe's worker threads can only be "
                          "set before the first GPU use (e.g. at the start of a script, with "
@@ -105,8 +111,22 @@ def set_lavapipe_threads(count: int) -> None:
     os.environ[LAVAPIPE_THREADS] = str(count)
 
 
+def is_lavapipe(info: AdapterInfo | None) -> bool:
+    """Mesa's CPU Vulkan driver: the one adapter whose worker threads a session can choose (llvmpipe
+    through OpenGL shares one EGL display, and so its threads, across wgpu instances)."""
+    return info is not None and "llvmpipe" in info.name.lower() and info.backend == "Vulkan"
+
+
+def lavapipe_threads_chosen_by_environment() -> bool:
+    """Whether this process's lavapipe worker count was set (LP_NUM_THREADS, set_lavapipe_threads):
+    sessions then keep it rather than choose their own."""
+    return LAVAPIPE_THREADS in os.environ
+
+
 def lavapipe_threads(info: AdapterInfo | None) -> int | None:
-    """The worker threads Mesa's CPU driver runs with, for an llvmpipe adapter (None for others)."""
+    """The worker threads Mesa's CPU driver runs with in this process's own wgpu instance, for an
+    llvmpipe adapter, Vulkan or OpenGL (None for others); a context's own count is
+    GpuContext.lavapipe_threads."""
     if info is None or "llvmpipe" not in info.name.lower():
         return None
     try:
@@ -137,6 +157,41 @@ def _raw_adapters() -> list:
             except Exception as exc:
                 raise AdapterError(f"wgpu could not enumerate adapters: {exc}") from None
         return _adapters
+
+
+def _adapter_with_threads(index: int, count: int):
+    """Adapter `index` as a wgpu instance of its own lists it, Vulkan only, while LP_NUM_THREADS=count.
+    wgpu-py keeps one instance per process, so its slot is emptied for the listing and then given
+    back; the environment is restored too (the count only matters while the instance lists the
+    drivers)."""
+    wanted = _raw_adapters()[index].summary
+    with _lock:
+        listed = _adapters_by_threads.get(count)
+        if listed is None:
+            from wgpu.backends.wgpu_native import _helpers
+            from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+            wgpu = _wgpu()
+            saved_setting, saved_instance = os.environ.get(LAVAPIPE_THREADS), _helpers._the_instance
+            try:
+                os.environ[LAVAPIPE_THREADS] = str(count)
+                _helpers._the_instance = None
+                set_instance_extras(backends=["Vulkan"])  # Mesa's GL driver shares its EGL display
+                listed = list(wgpu.gpu.enumerate_adapters_sync())
+            except Exception as exc:
+                raise AdapterError(f"wgpu could not list adapters with {count} lavapipe threads: {exc}") from None
+            finally:
+                _helpers._the_instance = saved_instance
+                if saved_setting is None:
+                    os.environ.pop(LAVAPIPE_THREADS, None)
+                else:
+                    os.environ[LAVAPIPE_THREADS] = saved_setting
+            _adapters_by_threads[count] = listed
+    for adapter in listed:
+        if adapter.summary == wanted:
+            return adapter
+    raise AdapterError(f"a wgpu instance listed with {count} lavapipe threads lacks {wanted} "
+                       f"(it has {[a.summary for a in listed]})")
 
 
 def adapters() -> list[AdapterInfo]:
@@ -190,14 +245,17 @@ def select_adapter(choice: str | int | None = None) -> int:
 
 
 class GpuContext:
-    """One adapter's device and queue, shared by every session on that adapter."""
+    """One adapter's device and queue, shared by every session on that adapter (on lavapipe: with
+    that many worker threads; lavapipe_workers None is the process's own instance and count)."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, lavapipe_workers: int | None = None):
         wgpu = _wgpu()
         self.wgpu = wgpu
         self.index = index
-        self.adapter = _raw_adapters()[index]
         self.info = adapters()[index]
+        own_instance = lavapipe_workers is not None
+        self.adapter = _adapter_with_threads(index, lavapipe_workers) if own_instance else _raw_adapters()[index]
+        self.lavapipe_threads = lavapipe_workers if own_instance else lavapipe_threads(self.info)
         features = [f for f in OPTIONAL_FEATURES if f in self.adapter.features]
         limits = {k: self.adapter.limits[k] for k in KEY_LIMITS if k in self.adapter.limits}
         try:
@@ -226,24 +284,38 @@ class GpuContext:
         return f"{self.info.name} ({self.info.backend})"
 
 
-def get_context(choice: str | int | None = None) -> GpuContext:
+def get_context(choice: str | int | None = None, lavapipe_workers: int | None = None) -> GpuContext:
+    """The shared device on the chosen adapter; on lavapipe with lavapipe_workers worker threads
+    (None: the process's count; other adapters ignore it)."""
     index = select_adapter(choice)
+    info = adapters()[index]
+    if lavapipe_workers is not None:
+        check_lavapipe_threads(lavapipe_workers)
+        if not is_lavapipe(info) or lavapipe_workers == lavapipe_threads(info):
+            lavapipe_workers = None  # the process's own instance has that count
+    key = (index, lavapipe_workers)
     with _lock:
-        context = _contexts.get(index)
+        context = _contexts.get(key)
     if context is None:
-        context = GpuContext(index)
+        context = GpuContext(index, lavapipe_workers)
         with _lock:
-            context = _contexts.setdefault(index, context)
+            context = _contexts.setdefault(key, context)
     return context
+
+
+def open_contexts() -> list[GpuContext]:
+    """Every device opened so far (one per adapter and lavapipe worker count)."""
+    with _lock:
+        return list(_contexts.values())
 
 
 def forget_context(context: GpuContext) -> None:
     """Drop a context whose device is lost: the next session on its adapter gets a new device
     (sessions still holding the old one keep failing with DeviceError)."""
     with _lock:
-        for index, known in list(_contexts.items()):
+        for key, known in list(_contexts.items()):
             if known is context:
-                del _contexts[index]
+                del _contexts[key]
 
 
 def gpu_available() -> str | None:

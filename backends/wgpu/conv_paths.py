@@ -129,7 +129,10 @@ def adapter_weights(context) -> CostWeights:
 
     if context.info.adapter_type != "CPU":
         return GPU_WEIGHTS
-    return replace(CPU_WEIGHTS, workers=max(1, os.cpu_count() or 1), workgroup=preferred_workgroup(context))
+    # lavapipe runs a dispatch on its worker threads, or on its queue thread alone where it has none
+    workers = getattr(context, "lavapipe_threads", None)
+    workers = max(1, os.cpu_count() or 1) if workers is None else max(1, workers)
+    return replace(CPU_WEIGHTS, workers=workers, workgroup=preferred_workgroup(context))
 
 
 @dataclass

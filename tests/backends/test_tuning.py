@@ -182,12 +182,12 @@ def test_tuned_workgroup_sizes_are_used(adapter, monkeypatch):
 
     monkeypatch.setattr(backend_module, "kernel_grid", recording_grid)
     session = wgnn.InferenceSession(model, config=config)
-    cache = pipeline_cache(context)
     for shape in [(1, 6, 9, 9), (2, 6, 13, 7), (1, 6, 5, 30)]:  # invocations never a multiple of 128
         grids.clear()
         x = feeds(shape)
         want = wgnn.InferenceSession(model).run(None, x)[0]
         np.testing.assert_allclose(session.run(None, x)[0], want, rtol=1e-5, atol=1e-5)
+        cache = pipeline_cache(session.session.backends[0].context)  # the device the session settled on
         dispatches = [d for seg in session.session.segments for _, ex in seg.steps for d in ex.dispatches]
         assert sorted(d.kernel.path for d in dispatches) == sorted(path for path, _, _ in grids)
         for d in dispatches:

@@ -279,6 +279,24 @@ def test_lavapipe_threads_reach_the_driver_and_the_report(tmp_path, monkeypatch)
         assert refused.returncode == 2 and "lavapipe threads must be an integer from 0 to 32" in refused.stderr
 
 
+@needs_gpu
+def test_the_report_says_which_lavapipe_device_the_session_chose(tmp_path, monkeypatch):
+    """Without a count set for the process, a one-Relu model's session takes the device without worker
+    threads; the JSON and the adapter line say so and why."""
+    adapter = gpu_adapters()[0]
+    if not (_llvmpipe(adapter) and adapter["backend"] == "Vulkan"):
+        pytest.skip("the first adapter is not lavapipe")
+    model = _relu_model(tmp_path / "relu.onnx")
+    monkeypatch.delenv("LP_NUM_THREADS", raising=False)
+    done = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["lavapipe_threads"] == 0 and "MFLOP per step, under" in result["lavapipe_threads_why"]
+    text = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK)
+    assert text.returncode == 0, text.stderr
+    assert "0 lavapipe worker threads (0.00 MFLOP per step, under " in text.stdout
+
+
 @pytest.mark.parametrize("bad", [True, 1.0, "1", -1, 33])
 def test_lavapipe_threads_are_a_count_from_0_to_32(bad):
     from wgnn.backends.wgpu import context

@@ -47,8 +47,9 @@ def register(subparsers) -> None:
                                  "with the cache on, which lavapipe's code generation fills ahead of the first run, "
                                  "side by side (driver warm-ups)")
     p.add_argument("--lavapipe-threads", type=int, metavar="N",
-                   help="worker threads of Mesa's CPU drivers (LP_NUM_THREADS; default one per core): 0 runs each "
-                        "dispatch on the driver's queue thread, faster for small models on few cores")
+                   help="worker threads of Mesa's CPU drivers for the process (LP_NUM_THREADS): 0 runs each "
+                        "dispatch on the driver's queue thread, faster for small models on few cores (default: the "
+                        "session picks 0 for a model with little work per dispatch, else one per core)")
     p.add_argument("--kernels", action="store_true",
                    help="benchmark the adapter(s) and wgnn's kernels instead of a model (--runs defaults to 5)")
     p.add_argument("--quick", action="store_true", help="--kernels with small sizes (seconds, for smoke tests)")
@@ -146,6 +147,8 @@ def format_bench(result: dict) -> str:
     adapter = f"   adapter: {result['adapter']}" if result["adapter"] else ""
     if result.get("lavapipe_threads") is not None:
         adapter += f", {result['lavapipe_threads']} lavapipe worker threads"
+        if result.get("lavapipe_threads_why"):
+            adapter += f" ({result['lavapipe_threads_why']})"
     lines = [f"model: {result['model']}   providers: {', '.join(result['providers'])}{adapter}",
              "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
              f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
