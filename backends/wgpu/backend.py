@@ -349,9 +349,10 @@ def overflow_reason(step: Step) -> str | None:
 # On lavapipe, handing a dispatch to the worker threads and waiting for them costs ~40 us more than
 # running it on the driver's queue thread (docs/performance.md, "Lavapipe's worker threads"); the
 # workers win it back on dispatches of more work. Measured on 2 cores, zoo models at 32 to 128
-# pixels, 0 against 2 workers: mobilenetv2 even at 2.2 MFLOP per step, 2 workers ahead from 4.9;
-# resnet 0 workers ahead up to 2.6.
-THREADLESS_FLOPS_PER_STEP = 2.5e6
+# pixels, sessions on both devices alternating in one process (0 / 2 workers): unet x0.95 at 0.75
+# MFLOP per step, x1.39 at 3.0; resnet x0.93 at 1.14, x1.22 at 2.57; mobilenetv2 x0.81 at 0.55,
+# x1.16 at 2.18.
+THREADLESS_FLOPS_PER_STEP = 1.2e6
 
 
 def threadless_flops_limit(workers: int | None) -> float:

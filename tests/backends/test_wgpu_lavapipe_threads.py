@@ -153,7 +153,17 @@ def test_zoo_models_run_right_without_workers(process_count_unset, name):
 
     model = build(name)
     x = {"input": np.random.default_rng(5).standard_normal((2, 3, 32, 32)).astype(np.float32)}
-    session = gpu_session(model)
-    assert backend_of(session).device_choice is None  # chosen at the first resize
+    session = gpu_session(model, lavapipe_threads=0)
     check_against_numpy(model, session, x)
     assert backend_of(session).context.lavapipe_threads == 0
+
+
+@needs_lavapipe
+def test_the_device_is_chosen_at_the_first_resize(process_count_unset):
+    from wgnn.models.zoo import build
+
+    model = build("mobilenetv2")  # 0.55 MFLOP per step at 1x3x32x32
+    session = gpu_session(model)
+    assert backend_of(session).device_choice is None
+    session.run(None, {"input": np.zeros((1, 3, 32, 32), np.float32)})
+    assert backend_of(session).device_choice["lavapipe_threads"] == 0
