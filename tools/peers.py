@@ -74,7 +74,14 @@ def _wgnn(providers: tuple[str, ...], adapter):
         session = wgnn.InferenceSession(data, config=wgnn.Config(providers=providers, adapter=adapter))
         session.run(None, feeds)  # plans for the feeds' shapes
         session.wait_background()  # the rounds must not share the cores with it
-        return lambda: session.run(None, feeds)
+
+        def run():
+            return session.run(None, feeds)
+
+        choice = getattr(session.session.backends[0], "device_choice", None) or {}
+        if choice.get("lavapipe_threads") is not None:  # the session's own pick (Config.lavapipe_threads)
+            run.device = f"{choice['lavapipe_threads']} lavapipe workers"
+        return run
 
     return load
 
@@ -254,6 +261,8 @@ def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapte
         if runner.status == "ok":
             cell.update(median_ms=statistics.median(runner.samples), min_ms=min(runner.samples),
                         max_ms=max(runner.samples), max_rel_error=runner.error)
+            if getattr(runner.run, "device", None):
+                cell["device"] = runner.run.device
         cells[runner.name] = cell
     base = cells.get("onnxruntime", {}).get("median_ms")
     for cell in cells.values():
@@ -308,6 +317,10 @@ def markdown(result: dict) -> str:
     lines.append("")
     lines += [f"[{i}] {note.replace('|', '/')}" for i, note in enumerate(notes, 1)]
     lines += gpu_peer_ratios(result)
+    devices = [f"{row['model']} {cell['device']}" for row in result["models"]
+               for peer, cell in row["peers"].items() if peer == "wgnn wgpu" and cell.get("device")]
+    if devices:
+        lines.append("wgnn wgpu's device per model: " + ", ".join(devices) + ".")
     missing = sorted({f"{peer}: {cell['status']}" for row in result["models"] for peer, cell in row["peers"].items()
                       if cell["status"].startswith("not installed")})
     if missing:

@@ -79,6 +79,26 @@ def test_wonnx_runs_a_gemm_classifier():
     assert cell["status"] == "ok" and cell["max_rel_error"] < 1e-4
 
 
+def test_the_table_names_the_lavapipe_device_wgnn_chose(tmp_path, monkeypatch):
+    """On lavapipe, without a count set for the process, zoo resnet at 32x32 (0.29 MFLOP per step) runs
+    on the device without worker threads; the cell and a line under the table say so."""
+    from helpers import gpu_adapters
+
+    adapters = gpu_adapters()
+    if not adapters or not ("llvmpipe" in adapters[0]["name"].lower() and adapters[0]["backend"] == "Vulkan"):
+        pytest.skip("the first adapter is not lavapipe")
+    monkeypatch.delenv("LP_NUM_THREADS", raising=False)
+    out = tmp_path / "table.md"
+    done = subprocess.run([sys.executable, "-m", "wgnn.tools.peers", "--models", "resnet", "--peers",
+                           "wgnn wgpu,onnxruntime", "--runs", "1", "--warmup", "0", "--out", str(out), "--json",
+                           "--adapter", str(adapters[0]["index"])],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)["models"]
+    assert row["peers"]["wgnn wgpu"]["device"] == "0 lavapipe workers"
+    assert "wgnn wgpu's device per model: resnet 0 lavapipe workers." in out.read_text().splitlines()
+
+
 def test_ratio_lines_against_the_gpu_peers():
     """Under the table, wgnn wgpu's median over each GPU peer's, for the models both ran right."""
     def cell(ms, status="ok"):
