@@ -418,7 +418,7 @@ class WgpuBackend(Backend):
         self.max_binding = context.limits.get("max-storage-buffer-binding-size", 1 << 27)
         self.max_buffer = context.limits.get("max-buffer-size", 1 << 28)
         self.max_groups = context.limits.get("max-compute-workgroups-per-dimension", 65535)
-        self.loop_budget = LOOP_BUDGET if is_lavapipe(context.info) else None
+        self.loop_budget = LOOP_BUDGET if "llvmpipe" in context.info.name.lower() else None  # Vulkan and GL
 
     def settle_device(self, steps) -> None:
         """lavapipe_threads "auto" on lavapipe: a device without worker threads when the steps it
