@@ -156,37 +156,51 @@ def _raw_adapters() -> list:
                 _adapters = list(wgpu.gpu.enumerate_adapters_sync())
             except Exception as exc:
                 raise AdapterError(f"wgpu could not enumerate adapters: {exc}") from None
+            if not lavapipe_threads_chosen_by_environment() and any(
+                    "llvmpipe" in a.summary.lower() and "vulkan" in a.summary.lower() for a in _adapters):
+                # Listed now, before any device or compile thread exists, as the listing sets an
+                # environment variable for a moment (12-43 ms; sessions of small work use it).
+                try:
+                    _adapters_by_threads[0] = _list_with_threads(0)
+                except AdapterError as exc:  # not retried: sessions keep the process's device
+                    _adapters_by_threads[0] = []
+                    log.info("%s: sessions on lavapipe keep the process's worker threads", exc)
         return _adapters
 
 
-def _adapter_with_threads(index: int, count: int):
-    """Adapter `index` as a wgpu instance of its own lists it, Vulkan only, while LP_NUM_THREADS=count.
+def _list_with_threads(count: int) -> list:
+    """The adapters of a wgpu instance of its own, Vulkan only, listed while LP_NUM_THREADS=count.
     wgpu-py keeps one instance per process, so its slot is emptied for the listing and then given
     back; the environment is restored too (the count only matters while the instance lists the
-    drivers)."""
+    drivers). Under _lock."""
+    from wgpu.backends.wgpu_native import _helpers
+    from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+    wgpu = _wgpu()
+    saved_setting, saved_instance = os.environ.get(LAVAPIPE_THREADS), _helpers._the_instance
+    try:
+        os.environ[LAVAPIPE_THREADS] = str(count)
+        _helpers._the_instance = None
+        set_instance_extras(backends=["Vulkan"])  # Mesa's GL driver shares its EGL display
+        return list(wgpu.gpu.enumerate_adapters_sync())
+    except Exception as exc:
+        raise AdapterError(f"wgpu could not list adapters with {count} lavapipe threads: {exc}") from None
+    finally:
+        _helpers._the_instance = saved_instance
+        if saved_setting is None:
+            os.environ.pop(LAVAPIPE_THREADS, None)
+        else:
+            os.environ[LAVAPIPE_THREADS] = saved_setting
+
+
+def _adapter_with_threads(index: int, count: int):
+    """Adapter `index` as an instance listed with `count` lavapipe workers has it (made on first use;
+    0 when the process's adapters are listed)."""
     wanted = _raw_adapters()[index].summary
     with _lock:
         listed = _adapters_by_threads.get(count)
         if listed is None:
-            from wgpu.backends.wgpu_native import _helpers
-            from wgpu.backends.wgpu_native.extras import set_instance_extras
-
-            wgpu = _wgpu()
-            saved_setting, saved_instance = os.environ.get(LAVAPIPE_THREADS), _helpers._the_instance
-            try:
-                os.environ[LAVAPIPE_THREADS] = str(count)
-                _helpers._the_instance = None
-                set_instance_extras(backends=["Vulkan"])  # Mesa's GL driver shares its EGL display
-                listed = list(wgpu.gpu.enumerate_adapters_sync())
-            except Exception as exc:
-                raise AdapterError(f"wgpu could not list adapters with {count} lavapipe threads: {exc}") from None
-            finally:
-                _helpers._the_instance = saved_instance
-                if saved_setting is None:
-                    os.environ.pop(LAVAPIPE_THREADS, None)
-                else:
-                    os.environ[LAVAPIPE_THREADS] = saved_setting
-            _adapters_by_threads[count] = listed
+            listed = _adapters_by_threads[count] = _list_with_threads(count)
     for adapter in listed:
         if adapter.summary == wanted:
             return adapter

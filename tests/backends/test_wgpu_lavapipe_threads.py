@@ -167,3 +167,22 @@ def test_the_device_is_chosen_at_the_first_resize(process_count_unset):
     assert backend_of(session).device_choice is None
     session.run(None, {"input": np.zeros((1, 3, 32, 32), np.float32)})
     assert backend_of(session).device_choice["lavapipe_threads"] == 0
+
+
+@needs_lavapipe
+def test_the_device_without_workers_is_listed_with_the_adapters(monkeypatch):
+    """In a process whose count is unset, listing the adapters also lists lavapipe without workers,
+    before any device (or compile thread) exists, and leaves the environment as it was."""
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("LP_NUM_THREADS", raising=False)
+    script = ("import os, wgnn\n"
+              "from wgnn.backends.wgpu import context\n"
+              "wgnn.adapters()\n"
+              "assert not context._contexts, 'no device yet'\n"
+              "assert [a.summary for a in context._adapters_by_threads[0]], 'lavapipe without workers listed'\n"
+              "assert 'LP_NUM_THREADS' not in os.environ\n"
+              "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split()[-1] == "ok", done.stderr
