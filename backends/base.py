@@ -81,8 +81,8 @@ class Backend(ABC):
         self.config = config
 
     def settle_device(self, steps: list[Step]) -> None:
-        """At the session's first resize, with every step it lowered: a backend whose device
-        depends on the work (wgpu on lavapipe) picks it now, before any step is scheduled."""
+        """At each resize, with every step it lowered: a backend whose device depends on the work
+        (wgpu on lavapipe) picks it now, before any step is scheduled."""
         return
 
     def tensor_bytes(self, name: str, spec: TensorSpec) -> int:

@@ -80,9 +80,8 @@ class Session:
             self.boundary = set(self.continuation.boundary)
             log.debug("%s: the rest of the graph is planned at run time", shapes_result.sync.reason)
         self.steps = self._lower_geometry(shapes_result)
-        if not self.resize_count:
-            for backend in self.backends:
-                backend.settle_device(self.steps)
+        for backend in self.backends:
+            backend.settle_device(self.steps)
         self.segments, self.fallbacks = self._schedule(self.steps)
         for backend in self.backends:  # layouts per tensor, with the conversions they need
             backend.assign_layouts([s for s in self.segments if s.backend is backend], self.shapes.specs)

@@ -18,7 +18,7 @@ import numpy as np
 from ...engine.errors import AdapterError, DeviceError, DeviceMemoryError, InputError, WgnnError
 from ...engine.ops.base import TensorSpec
 from ..base import Backend, Execution, Step, register_backend
-from .context import get_context, is_lavapipe, lavapipe_threads_chosen_by_environment
+from .context import get_context, is_lavapipe, lavapipe_threads, lavapipe_threads_chosen_by_environment
 from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
 from .tuning import kernel_grid, tuned_storage
 from .warmup import params_traits, texture_traits
@@ -366,6 +366,10 @@ def threadless_flops_limit(workers: int | None) -> float:
     return THREADLESS_FLOPS_PER_STEP * workers / (2 * (workers - 1))
 
 
+# How far past the limit a later resize's work per step must be to move a session to the other device.
+MOVE_FACTOR = 2.0
+
+
 def requested_lavapipe_workers(config) -> int | None:
     """The worker count a session asks for by name (None: the process's own, until settle_device)."""
     setting = getattr(config, "lavapipe_threads", "auto")
@@ -423,9 +427,12 @@ class WgpuBackend(Backend):
     def settle_device(self, steps) -> None:
         """lavapipe_threads "auto" on lavapipe: a device without worker threads when the steps it
         can run average under THREADLESS_FLOPS_PER_STEP (scaled for the process's worker count),
-        else the process's own. Made once: later resizes keep the device (its pipelines, memory)."""
-        if self.device_choice is not None:
-            return
+        else the process's own. A later resize moves the session only when its work per step has
+        crossed the limit by MOVE_FACTOR (a move uploads the weights again and compiles the
+        pipelines the other device lacks)."""
+        choice = self.device_choice
+        if choice is not None and "flops_per_step" not in choice:
+            return  # not the session's to choose
         context = self.context
         setting = getattr(self.config, "lavapipe_threads", "auto")
         if not is_lavapipe(context.info):
@@ -440,16 +447,45 @@ class WgpuBackend(Backend):
             return
         runnable = [step for step in steps if self.unsupported_reason(step) is None]
         per_step = sum(step.flops or 0 for step in runnable) / max(1, len(runnable))
-        limit = threadless_flops_limit(context.lavapipe_threads)
-        workers = 0 if per_step < limit else context.lavapipe_threads
+        process_workers = lavapipe_threads(context.info)
+        limit = threadless_flops_limit(process_workers)
+        if choice is None:
+            workers = 0 if per_step < limit else process_workers
+        elif context.lavapipe_threads == 0:
+            workers = process_workers if per_step >= limit * MOVE_FACTOR else 0
+        else:
+            workers = 0 if per_step < limit / MOVE_FACTOR else context.lavapipe_threads
+        if choice is not None and workers == context.lavapipe_threads:
+            return  # the session stays, with the reason it came
         why = f"{per_step / 1e6:.2f} MFLOP per step, {'under' if workers == 0 else 'at or over'} {limit / 1e6:.2f}"
         if workers != context.lavapipe_threads:
             try:
-                self._bind(get_context(context.index, workers))
+                moved = get_context(context.index, workers)
             except AdapterError as exc:  # e.g. a wgpu build whose instances cannot be made this way
-                log.info("the session keeps the process's lavapipe device: %s", exc)
-                workers, why = context.lavapipe_threads, f"no device with {workers} workers: {exc}"
+                log.info("the session keeps its lavapipe device: %s", exc)
+                self.device_choice = {"lavapipe_threads": context.lavapipe_threads,
+                                      "why": f"no device with {workers} workers: {exc}"}
+                return
+            if choice is None:
+                self._bind(moved)
+            else:
+                self._move(moved)
         self.device_choice = {"lavapipe_threads": workers, "flops_per_step": per_step, "limit": limit, "why": why}
+
+    def _move(self, context) -> None:
+        """Leave this device for context's at a resize: what lives on the old one is dropped (weights
+        upload again when first bound; memory is planned anew by the resize anyway)."""
+        self.wait_background()  # compiles for the old device
+        self.constant_buffers.clear()
+        self.packed.clear()
+        self.uniform_tensors.clear()
+        self.status_buffers = None
+        self._staging = None
+        self._recorded_runs.clear()
+        profiled = self.profiler.capacity if self.profiler is not None else None
+        self._bind(context)
+        if profiled is not None:
+            self.enable_profiling(profiled)
 
     def finish_prepare(self, executions=()) -> None:
         """Have the driver generate the code of the kernels the executions dispatch, where it would

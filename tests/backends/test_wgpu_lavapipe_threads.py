@@ -9,7 +9,7 @@ import pytest
 from helpers import gpu_adapters, session_for
 from onnx import TensorProto, helper
 from wgnn.backends.wgpu import context as gpu_context
-from wgnn.backends.wgpu.backend import THREADLESS_FLOPS_PER_STEP, threadless_flops_limit
+from wgnn.backends.wgpu.backend import MOVE_FACTOR, THREADLESS_FLOPS_PER_STEP, threadless_flops_limit
 from wgnn.engine.errors import InputError
 
 import wgnn
@@ -97,16 +97,28 @@ def test_a_model_of_much_work_per_step_keeps_the_process_workers(process_count_u
 
 
 @needs_lavapipe
-def test_a_resize_keeps_the_device_it_chose_first(process_count_unset):
+def test_a_resize_moves_the_session_only_well_past_the_limit(process_count_unset):
+    """Work per step just over the limit keeps the device (moving costs an upload of the weights and
+    pipelines on the other device); twice the limit moves it, and back under half of it moves it
+    back. Results stay numpy's throughout."""
     model = matmul_model("n")
     session = gpu_session(model)
     rng = np.random.default_rng(2)
-    small = {name: rng.standard_normal((4, 4)).astype(np.float32) for name in ("a", "b")}
-    check_against_numpy(model, session, small)
-    device = backend_of(session).device
-    big = {name: rng.standard_normal((128, 128)).astype(np.float32) for name in ("a", "b")}
-    check_against_numpy(model, session, big)  # its pipelines and memory stay on that device
-    assert backend_of(session).device is device and backend_of(session).context.lavapipe_threads == 0
+    limit = threadless_flops_limit(process_count_unset)
+
+    def run(n):
+        check_against_numpy(model, session, {name: rng.standard_normal((n, n)).astype(np.float32)
+                                             for name in ("a", "b")})
+        return backend_of(session).context.lavapipe_threads
+
+    assert run(4) == 0
+    threadless = backend_of(session).device
+    between = next(n for n in range(8, 512, 8) if 2 * n ** 3 >= limit) if limit < float("inf") else 96
+    assert run(between) == 0  # over the limit, under twice it
+    big = next(n for n in range(8, 1024, 8) if 2 * n ** 3 >= MOVE_FACTOR * limit) if limit < float("inf") else 128
+    assert run(big) == (process_count_unset if limit < float("inf") else 0)
+    assert run(4) == 0 and backend_of(session).device is threadless
+    assert run(between) == 0
 
 
 @needs_lavapipe
@@ -186,3 +198,22 @@ def test_the_device_without_workers_is_listed_with_the_adapters(monkeypatch):
               "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.split()[-1] == "ok", done.stderr
+
+
+@needs_lavapipe
+def test_a_conv_model_moves_with_its_weights(process_count_unset):
+    """zoo mobilenetv2 (packed conv weights, uniform weight buffers, a fused head) moving from the
+    device without workers (batch 1: 0.55 MFLOP per step) to the process's (batch 8: 4.4) and back
+    gives numpy's results on each."""
+    from wgnn.models.zoo import build
+
+    if threadless_flops_limit(process_count_unset) * MOVE_FACTOR > 4.4e6:
+        pytest.skip("with this many cores batch 8 stays on the device without workers")
+    model = build("mobilenetv2")
+    session = gpu_session(model)
+    rng = np.random.default_rng(8)
+    workers = []
+    for batch in (1, 8, 1, 2):
+        check_against_numpy(model, session, {"input": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)})
+        workers.append(backend_of(session).context.lavapipe_threads)
+    assert workers == [0, process_count_unset, 0, 0]
