@@ -471,6 +471,7 @@ class WgpuBackend(Backend):
             else:
                 self._move(moved)
         self.device_choice = {"lavapipe_threads": workers, "flops_per_step": per_step, "limit": limit, "why": why}
+        log.info("lavapipe device with %d worker threads (%s)%s", workers, why, "" if choice is None else ": moved")
 
     def _move(self, context) -> None:
         """Leave this device for context's at a resize: what lives on the old one is dropped (weights

@@ -217,3 +217,13 @@ def test_a_conv_model_moves_with_its_weights(process_count_unset):
         check_against_numpy(model, session, {"input": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)})
         workers.append(backend_of(session).context.lavapipe_threads)
     assert workers == [0, process_count_unset, 0, 0]
+
+
+@needs_lavapipe
+def test_the_choice_is_logged(process_count_unset, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="wgnn.wgpu"):  # a model of fixed shapes resizes at once
+        session = gpu_session(small_model())
+        session.run(None, {"x": np.ones((2, 5, 3), np.float32)})
+    assert any("lavapipe device with 0 worker threads" in r.getMessage() for r in caplog.records)
