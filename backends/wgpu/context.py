@@ -1,6 +1,7 @@
 """Adapters and devices: list what wgpu sees, pick one, open a device with its full limits.
 
-Devices are shared: every session on the same adapter uses one device (created on first use).
+Devices are shared: every session on the same adapter uses one device (created on first use); on
+lavapipe, one per worker-thread count a session runs with (GpuContext.lavapipe_threads).
 """
 from __future__ import annotations
 
