@@ -144,15 +144,13 @@ def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: li
     context = ex.backend.context
     weights = replace(adapter_weights(context), workgroup=tuned_workgroup(context, kernel, WORKGROUP))
     block = choose_block(shape, weights)
-    constants = {"RESIDUAL": int(shape.residual)}
-
     def dispatch(chosen: tuple[int, int], preferred: bool = False):
         rows, cols = ceil_div(shape.oh, chosen[0]), ceil_div(shape.ow, chosen[1])
         count = shape.n * rows * cols
         block_params = list(params)
         block_params[0], block_params[1], block_params[12] = count, cols, rows
         return ex.dispatch(kernel, tensors, block_params, count, text={**text, **block_text(chosen, shape.stride)},
-                           constants=constants, preferred=preferred)
+                           constants=block_constants(chosen, shape), preferred=preferred)
 
     if block[0] * block[1] <= QUICK_BLOCK[0] * QUICK_BLOCK[1] or forced_block():  # a forced block runs as forced
         dispatch(block)
@@ -160,8 +158,18 @@ def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: li
         block = QUICK_BLOCK
     for other in BLOCKS:
         if other != block:
-            ex.compile(kernel, tensors, text={**text, **block_text(other, shape.stride)}, constants=constants)
+            ex.compile(kernel, tensors, text={**text, **block_text(other, shape.stride)},
+                       constants=block_constants(other, shape))
     return block
+
+
+def block_constants(block: tuple[int, int], shape: BlockShape) -> dict:
+    """The kernel's override constants for a block: RESIDUAL, and PROJECT_SLICES for blocks bigger
+    than QUICK_BLOCK (kernels specialised for the op's project slices, generated in the background
+    on a first-ever run; the quick and small blocks read them from the params, so that one kernel
+    serves every op)."""
+    specialised = block[0] * block[1] > QUICK_BLOCK[0] * QUICK_BLOCK[1]
+    return {"RESIDUAL": int(shape.residual), "PROJECT_SLICES": shape.o4s if specialised else 0}
 
 
 def pack_pointwise_weights(w: np.ndarray) -> np.ndarray:

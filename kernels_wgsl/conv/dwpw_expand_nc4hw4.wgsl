@@ -32,6 +32,17 @@ override WG: u32 = 64u;
 // Whether the op adds a residual: a constant, so that without one the residual loads are not
 // compiled at all (on lavapipe they were a third of the expand kernel's compile time).
 override RESIDUAL: bool = false;
+// The op's project slices (1 to 8) in a kernel specialised for them, so that the sums of slices
+// past them are neither compiled nor kept live (on lavapipe they spill from registers); 0: read
+// from the params, one kernel for every op (quicker for the driver to have generated first).
+override PROJECT_SLICES: i32 = 0;
+
+fn has_slice(k: i32, o4s: i32) -> bool {
+    if (PROJECT_SLICES > 0) {
+        return k < PROJECT_SLICES;
+    }
+    return k < o4s;
+}
 
 fn act_ex(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{EX_ACT}};
@@ -108,33 +119,35 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var k = 0; k < c4s; k++) {
         let d = dw(n, k, iy, ix);
         a0 = mac(a0, wi, d);
-        if (o4s > 1) { a1 = mac(a1, wi + 4, d); }
-        if (o4s > 2) { a2 = mac(a2, wi + 8, d); }
-        if (o4s > 3) { a3 = mac(a3, wi + 12, d); }
-        if (o4s > 4) { a4 = mac(a4, wi + 16, d); }
-        if (o4s > 5) { a5 = mac(a5, wi + 20, d); }
-        if (o4s > 6) { a6 = mac(a6, wi + 24, d); }
-        if (o4s > 7) { a7 = mac(a7, wi + 28, d); }
+        if (has_slice(1, o4s)) { a1 = mac(a1, wi + 4, d); }
+        if (has_slice(2, o4s)) { a2 = mac(a2, wi + 8, d); }
+        if (has_slice(3, o4s)) { a3 = mac(a3, wi + 12, d); }
+        if (has_slice(4, o4s)) { a4 = mac(a4, wi + 16, d); }
+        if (has_slice(5, o4s)) { a5 = mac(a5, wi + 20, d); }
+        if (has_slice(6, o4s)) { a6 = mac(a6, wi + 24, d); }
+        if (has_slice(7, o4s)) { a7 = mac(a7, wi + 28, d); }
         wi += o4s * 4;
     }
     let z0 = project(n, 0, oy, ox, a0);
-    let z1 = project(n, 1, oy, ox, a1);
-    let z2 = project(n, 2, oy, ox, a2);
-    let z3 = project(n, 3, oy, ox, a3);
-    let z4 = project(n, 4, oy, ox, a4);
-    let z5 = project(n, 5, oy, ox, a5);
-    let z6 = project(n, 6, oy, ox, a6);
-    let z7 = project(n, 7, oy, ox, a7);
+    var z1: array<vec4<{{FLOAT}}>, PIXELS>; var z2 = z1; var z3 = z1;
+    var z4 = z1; var z5 = z1; var z6 = z1; var z7 = z1;
+    if (has_slice(1, o4s)) { z1 = project(n, 1, oy, ox, a1); }
+    if (has_slice(2, o4s)) { z2 = project(n, 2, oy, ox, a2); }
+    if (has_slice(3, o4s)) { z3 = project(n, 3, oy, ox, a3); }
+    if (has_slice(4, o4s)) { z4 = project(n, 4, oy, ox, a4); }
+    if (has_slice(5, o4s)) { z5 = project(n, 5, oy, ox, a5); }
+    if (has_slice(6, o4s)) { z6 = project(n, 6, oy, ox, a6); }
+    if (has_slice(7, o4s)) { z7 = project(n, 7, oy, ox, a7); }
     // wi now points at the expand weights (past the project conv's c4s x o4s x 4).
     for (var e = 0; e < p(13u); e++) {
         var s = mac(none, wi, z0);
-        if (o4s > 1) { s = mac(s, wi + 4, z1); }
-        if (o4s > 2) { s = mac(s, wi + 8, z2); }
-        if (o4s > 3) { s = mac(s, wi + 12, z3); }
-        if (o4s > 4) { s = mac(s, wi + 16, z4); }
-        if (o4s > 5) { s = mac(s, wi + 20, z5); }
-        if (o4s > 6) { s = mac(s, wi + 24, z6); }
-        if (o4s > 7) { s = mac(s, wi + 28, z7); }
+        if (has_slice(1, o4s)) { s = mac(s, wi + 4, z1); }
+        if (has_slice(2, o4s)) { s = mac(s, wi + 8, z2); }
+        if (has_slice(3, o4s)) { s = mac(s, wi + 12, z3); }
+        if (has_slice(4, o4s)) { s = mac(s, wi + 16, z4); }
+        if (has_slice(5, o4s)) { s = mac(s, wi + 20, z5); }
+        if (has_slice(6, o4s)) { s = mac(s, wi + 24, z6); }
+        if (has_slice(7, o4s)) { s = mac(s, wi + 28, z7); }
         put(n, e, oy, ox, s);
         wi += o4s * 4;
     }

@@ -210,6 +210,8 @@ BLOCK_CASES = {
     "c10-cout24-9x11-stride2-batch2-residual": {"c": 10, "cout": 24, "stride": 2, "size": (9, 11), "batch": 2,
                                                "residual": True},
     "c3-cout2-2x3-stride2": {"c": 3, "cout": 2, "stride": 2, "size": (2, 3)},
+    # 8 output slices, the most a kernel holds (blocks past the quick one specialise on the count)
+    "c4-cout31-6x6": {"c": 4, "cout": 31, "size": (6, 6)},
 }
 
 
@@ -432,3 +434,14 @@ def _rank2_error():
     with pytest.raises(ShapeError) as info:
         wgnn.InferenceSession(Model(graph), providers=["numpy"]).run(None, {"x": r(2, 3)})
     return info.value
+
+
+def test_blocks_past_the_quick_one_specialise_on_the_project_slices():
+    """PROJECT_SLICES: the op's count in kernels of blocks bigger than QUICK_BLOCK (their code has
+    no sums past it), 0 (read from the params: one kernel for every op) in the quick and smaller."""
+    from wgnn.backends.wgpu.conv_dwpw import QUICK_BLOCK, BlockShape, block_constants
+
+    shape = BlockShape(n=1, oh=8, ow=8, stride=1, c4s=4, o4s=6, residual=True)
+    for block in BLOCKS:
+        expected = 6 if block[0] * block[1] > QUICK_BLOCK[0] * QUICK_BLOCK[1] else 0
+        assert block_constants(block, shape) == {"RESIDUAL": 1, "PROJECT_SLICES": expected}

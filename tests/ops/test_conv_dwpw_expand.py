@@ -208,6 +208,8 @@ BLOCK_CASES = {
     "c7-p5-e13-5x7-batch1": {"c": 7, "project": 5, "expand": 13, "size": (5, 7), "batch": 1},
     "c10-p24-e9-9x11-stride2-residual-output-kept": {"c": 10, "project": 24, "expand": 9, "stride": 2,
                                                      "size": (9, 11), "residual": True, "extra": "output"},
+    # 8 project slices, the most a kernel holds (blocks past the quick one specialise on the count)
+    "c4-p29-e7-6x6": {"c": 4, "project": 29, "expand": 7, "size": (6, 6)},
 }
 
 
