@@ -81,12 +81,13 @@ class _ColdStart:
     the compile threads (loader.PipelineCache's counters; the cold start only)."""
 
     def __init__(self, backends):
-        from ..backends.wgpu.loader import compile_threads
+        from ..backends.wgpu.loader import compile_threads_for
 
         self.backends = [b for b in backends if hasattr(b, "pipelines")]
         self.seconds = 0.0
         self.compiled = 0
-        self.threads = compile_threads() if self.backends else 0  # 0: nothing compiles (no GPU backend)
+        # 0: nothing compiles (no GPU backend)
+        self.threads = compile_threads_for(self.backends[0].context) if self.backends else 0
 
     def __enter__(self):
         from ..backends.wgpu.context import open_contexts

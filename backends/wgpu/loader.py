@@ -118,6 +118,15 @@ def compile_threads() -> int:
     return int(value)
 
 
+def compile_threads_for(context) -> int:
+    """compile_threads() on the context's device; 1 on OpenGL: wgpu-hal's GL backend shares one
+    context lock per adapter between pipeline creation and submissions and panics ("Could not lock
+    adapter context") when a thread waits for it over a second, while llvmpipe's GL compile of a big
+    kernel with a cold Mesa cache holds it longer. On the calling thread the compiles take turns
+    with the runs."""
+    return 1 if context.info.backend == "OpenGL" else compile_threads()
+
+
 class Kernel:
     """A compiled pipeline, or one compiling (a Future): reading `pipeline` waits for it (once; then
     it is a plain attribute, so recording a run pays nothing) and raises the compile error, if any."""
@@ -309,7 +318,7 @@ class PipelineCache:
                                      f"{exc}") from None
         self.compiled += 1
         workgroup = int(constants.get("WG", 64))
-        threads = compile_threads()
+        threads = compile_threads_for(self.context)
         build = (path, code, layout, constants, entry)
         if threads == 1:
             return Kernel(self._build(*build), layout, bindings, path, workgroup)

@@ -154,3 +154,21 @@ def test_warmups_of_one_kernel_run_one_after_another():
         future.result(5)
     assert most == {"code": 1, "other code": 1} and any(beside)  # the other kernel beside them, never two of one
     assert cache.warm(kernel, ("uniform", bytes([0]))) is warmups[0]  # asked before: the same warm-up
+
+
+@pytest.mark.skipif(not any(a["backend"] == "OpenGL" for a in gpu_adapters()), reason="no OpenGL adapter")
+def test_opengl_compiles_on_the_calling_thread(monkeypatch):
+    """wgpu-hal's GL backend panics when a thread waits over a second for its context lock, which a
+    cold-cache GL compile of a big kernel holds longer: on OpenGL the compiles take turns with the
+    runs, on the calling thread, whatever WGNN_COMPILE_THREADS says."""
+    monkeypatch.setenv("WGNN_COMPILE_THREADS", "4")
+    index = next(a["index"] for a in gpu_adapters() if a["backend"] == "OpenGL")
+    model = small_model(41)
+    session = wgnn.InferenceSession(model.SerializeToString(),
+                                    config=wgnn.Config(providers=("wgpu",), adapter=index))
+    x = {"in0": np.random.default_rng(4).standard_normal((2, 3, 7, 5)).astype(np.float32)}
+    expected = session_for(model.SerializeToString(), "numpy").run(None, x)[0]
+    np.testing.assert_allclose(session.run(None, x)[0], expected, rtol=1e-4, atol=1e-4)
+    backend = session.session.backends[0]
+    assert loader.compile_threads_for(backend.context) == 1
+    assert backend.pipelines._workers is None  # no compile thread was started
