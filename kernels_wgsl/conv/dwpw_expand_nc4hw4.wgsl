@@ -32,17 +32,6 @@ override WG: u32 = 64u;
 // Whether the op adds a residual: a constant, so that without one the residual loads are not
 // compiled at all (on lavapipe they were a third of the expand kernel's compile time).
 override RESIDUAL: bool = false;
-// The op's project slices (1 to 8) in a kernel specialised for them, so that the sums of slices
-// past them are neither compiled nor kept live (on lavapipe they spill from registers); 0: read
-// from the params, one kernel for every op (quicker for the driver to have generated first).
-override PROJECT_SLICES: i32 = 0;
-
-fn has_slice(k: i32, o4s: i32) -> bool {
-    if (PROJECT_SLICES > 0) {
-        return k < PROJECT_SLICES;
-    }
-    return k < o4s;
-}
 
 fn act_ex(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{EX_ACT}};
@@ -112,33 +101,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let ix = ox * STRIDE - p(7u);
     let c4s = p(3u);
     let o4s = p(4u);
+    let sums = project_sums(n, iy, ix, c4s, o4s);
     var none: array<vec4<{{ACC}}>, PIXELS>;
-    var a0 = none; var a1 = none; var a2 = none; var a3 = none;
-    var a4 = none; var a5 = none; var a6 = none; var a7 = none;
-    var wi = 0;
-    for (var k = 0; k < c4s; k++) {
-        let d = dw(n, k, iy, ix);
-        a0 = mac(a0, wi, d);
-        if (has_slice(1, o4s)) { a1 = mac(a1, wi + 4, d); }
-        if (has_slice(2, o4s)) { a2 = mac(a2, wi + 8, d); }
-        if (has_slice(3, o4s)) { a3 = mac(a3, wi + 12, d); }
-        if (has_slice(4, o4s)) { a4 = mac(a4, wi + 16, d); }
-        if (has_slice(5, o4s)) { a5 = mac(a5, wi + 20, d); }
-        if (has_slice(6, o4s)) { a6 = mac(a6, wi + 24, d); }
-        if (has_slice(7, o4s)) { a7 = mac(a7, wi + 28, d); }
-        wi += o4s * 4;
-    }
-    let z0 = project(n, 0, oy, ox, a0);
+    var wi = c4s * o4s * 4;  // the expand weights follow the project conv's
+    let z0 = project(n, 0, oy, ox, sums.a0);
     var z1: array<vec4<{{FLOAT}}>, PIXELS>; var z2 = z1; var z3 = z1;
     var z4 = z1; var z5 = z1; var z6 = z1; var z7 = z1;
-    if (has_slice(1, o4s)) { z1 = project(n, 1, oy, ox, a1); }
-    if (has_slice(2, o4s)) { z2 = project(n, 2, oy, ox, a2); }
-    if (has_slice(3, o4s)) { z3 = project(n, 3, oy, ox, a3); }
-    if (has_slice(4, o4s)) { z4 = project(n, 4, oy, ox, a4); }
-    if (has_slice(5, o4s)) { z5 = project(n, 5, oy, ox, a5); }
-    if (has_slice(6, o4s)) { z6 = project(n, 6, oy, ox, a6); }
-    if (has_slice(7, o4s)) { z7 = project(n, 7, oy, ox, a7); }
-    // wi now points at the expand weights (past the project conv's c4s x o4s x 4).
+    if (has_slice(1, o4s)) { z1 = project(n, 1, oy, ox, sums.a1); }
+    if (has_slice(2, o4s)) { z2 = project(n, 2, oy, ox, sums.a2); }
+    if (has_slice(3, o4s)) { z3 = project(n, 3, oy, ox, sums.a3); }
+    if (has_slice(4, o4s)) { z4 = project(n, 4, oy, ox, sums.a4); }
+    if (has_slice(5, o4s)) { z5 = project(n, 5, oy, ox, sums.a5); }
+    if (has_slice(6, o4s)) { z6 = project(n, 6, oy, ox, sums.a6); }
+    if (has_slice(7, o4s)) { z7 = project(n, 7, oy, ox, sums.a7); }
     for (var e = 0; e < p(13u); e++) {
         var s = mac(none, wi, z0);
         if (has_slice(1, o4s)) { s = mac(s, wi + 4, z1); }

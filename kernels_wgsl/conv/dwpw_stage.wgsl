@@ -14,6 +14,19 @@ const STRIDE = {{STRIDE}};
 const PIXELS = ROWS * COLS;
 const IN_COLS = (COLS - 1) * STRIDE + 3;  // the input columns a block reads
 
+// The op's project slices (1 to 8) in a kernel specialised for them, so that the sums of slices
+// past them are neither compiled nor kept live (on lavapipe they spill from registers); 0: read
+// from the params, one kernel for every op (quicker for the driver to have generated first).
+override PROJECT_SLICES: i32 = 0;
+
+// Whether project slice k exists (o4s: the params' count).
+fn has_slice(k: i32, o4s: i32) -> bool {
+    if (PROJECT_SLICES > 0) {
+        return k < PROJECT_SLICES;
+    }
+    return k < o4s;
+}
+
 fn act_dw(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{DW_ACT}};
 }
@@ -82,4 +95,32 @@ fn mac(acc: array<vec4<{{ACC}}>, PIXELS>, i: i32, d: array<vec4<{{FLOAT}}>, PIXE
     let m = mat4x4<{{FLOAT}}>(vec4<{{FLOAT}}>(wp[i]), vec4<{{FLOAT}}>(wp[i + 1]), vec4<{{FLOAT}}>(wp[i + 2]),
                               vec4<{{FLOAT}}>(wp[i + 3]));
     return array<vec4<{{ACC}}>, PIXELS>({{MAC}});
+}
+
+// The sums of the block's pixels for each project slice (at most 8): over the c4s input slices,
+// the slice's depthwise results times the 4x4 pointwise blocks of wp, [input slice][project
+// slice][4 columns] from wp[0].
+struct ProjectSums {
+    a0: array<vec4<{{ACC}}>, PIXELS>, a1: array<vec4<{{ACC}}>, PIXELS>,
+    a2: array<vec4<{{ACC}}>, PIXELS>, a3: array<vec4<{{ACC}}>, PIXELS>,
+    a4: array<vec4<{{ACC}}>, PIXELS>, a5: array<vec4<{{ACC}}>, PIXELS>,
+    a6: array<vec4<{{ACC}}>, PIXELS>, a7: array<vec4<{{ACC}}>, PIXELS>,
+}
+
+fn project_sums(n: i32, iy: i32, ix: i32, c4s: i32, o4s: i32) -> ProjectSums {
+    var s: ProjectSums;
+    var wi = 0;
+    for (var k = 0; k < c4s; k++) {
+        let d = dw(n, k, iy, ix);
+        s.a0 = mac(s.a0, wi, d);
+        if (has_slice(1, o4s)) { s.a1 = mac(s.a1, wi + 4, d); }
+        if (has_slice(2, o4s)) { s.a2 = mac(s.a2, wi + 8, d); }
+        if (has_slice(3, o4s)) { s.a3 = mac(s.a3, wi + 12, d); }
+        if (has_slice(4, o4s)) { s.a4 = mac(s.a4, wi + 16, d); }
+        if (has_slice(5, o4s)) { s.a5 = mac(s.a5, wi + 20, d); }
+        if (has_slice(6, o4s)) { s.a6 = mac(s.a6, wi + 24, d); }
+        if (has_slice(7, o4s)) { s.a7 = mac(s.a7, wi + 28, d); }
+        wi += o4s * 4;
+    }
+    return s;
 }
