@@ -26,9 +26,10 @@ class Config:
             measured faster on the adapter, else buffers in fp32 and textures in fp16).
         lavapipe_threads: worker threads of the session's device on Mesa's CPU adapter (lavapipe;
             other adapters ignore it): an int from 0 (each dispatch runs on the driver's queue
-            thread) to 32, or "auto": at the first resize, a model with little work per dispatch
-            gets a device without workers, others the process's count (one per core unless
-            LP_NUM_THREADS or wgnn.set_lavapipe_threads set it; a set count is kept).
+            thread) to 32, or "auto": at a resize, a model with little work per dispatch gets a
+            device without workers, others the process's count (one per core unless
+            LP_NUM_THREADS or wgnn.set_lavapipe_threads set it; a set count is kept); later
+            resizes move the session only well past the limit (backends/wgpu/backend.py).
     """
 
     providers: tuple[str, ...] = ("numpy",)

@@ -390,17 +390,12 @@ class WgpuBackend(Backend):
         self.device_choice: dict | None = None  # settle_device's choice of lavapipe workers, and why
         self.locations: dict[str, tuple[object, int, int]] = {}  # tensor -> (buffer, offset, size)
         self.specs: dict[str, TensorSpec] = {}
-        self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
         self.placements: dict = {}  # tensor -> layout.Placement (absent: linear buffer)
-        self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
-        self.uniform_tensors: set[str] = set()  # packed constants bound as uniform buffers
         self.shares: dict[str, tuple[str, int]] = {}  # tensor -> (host, byte offset) (plan_memory)
         self.pending_constants: dict[str, np.ndarray] = {}
         self.profiler = None  # profiler.GpuProfiler: opt-in per-step timing (enable_profiling)
         self.status_ids = itertools.count(1)
-        self.status_buffers = None  # (status, mappable copy), made when a kernel first binds it
-        self._staging = None  # the mappable buffer outputs come back through (grown on demand)
-        self._recorded_runs: dict[int, _RecordedRun] = {}  # id(segment) -> its next run, recorded ahead
+        self._drop_device_resources()
         self.status_reads = 0  # segments whose status was read back (models without validating ops: 0)
         self.requested: list = []  # (step label, Kernel) asked for since the last finish_prepare
         self.background: list = []  # Futures: deferred compiles and warm-ups, after a prepare
@@ -473,16 +468,21 @@ class WgpuBackend(Backend):
         self.device_choice = {"lavapipe_threads": workers, "flops_per_step": per_step, "limit": limit, "why": why}
         log.info("lavapipe device with %d worker threads (%s)%s", workers, why, "" if choice is None else ": moved")
 
+    def _drop_device_resources(self) -> None:
+        """Forget the GPU objects kept across resizes (made again on first use): a new backend's
+        empty tables, or what a move leaves on the old device."""
+        self.constant_buffers: dict[str, tuple[int, object]] = {}  # name -> (id(value), buffer)
+        self.packed: dict[str, tuple[np.ndarray, object, int]] = {}  # repacked constants by name
+        self.uniform_tensors: set[str] = set()  # packed constants bound as uniform buffers
+        self.status_buffers = None  # (status, mappable copy), made when a kernel first binds it
+        self._staging = None  # the mappable buffer outputs come back through (grown on demand)
+        self._recorded_runs: dict[int, _RecordedRun] = {}  # id(segment) -> its next run, recorded ahead
+
     def _move(self, context) -> None:
         """Leave this device for context's at a resize: what lives on the old one is dropped (weights
         upload again when first bound; memory is planned anew by the resize anyway)."""
         self.wait_background()  # compiles for the old device
-        self.constant_buffers.clear()
-        self.packed.clear()
-        self.uniform_tensors.clear()
-        self.status_buffers = None
-        self._staging = None
-        self._recorded_runs.clear()
+        self._drop_device_resources()
         profiled = self.profiler.capacity if self.profiler is not None else None
         self._bind(context)
         if profiled is not None:

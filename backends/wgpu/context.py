@@ -303,9 +303,9 @@ def get_context(choice: str | int | None = None, lavapipe_workers: int | None = 
     """The shared device on the chosen adapter; on lavapipe with lavapipe_workers worker threads
     (None: the process's count; other adapters ignore it)."""
     index = select_adapter(choice)
-    info = adapters()[index]
     if lavapipe_workers is not None:
         check_lavapipe_threads(lavapipe_workers)
+        info = adapters()[index]
         if not is_lavapipe(info) or lavapipe_workers == lavapipe_threads(info):
             lavapipe_workers = None  # the process's own instance has that count
     key = (index, lavapipe_workers)
