@@ -66,14 +66,33 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 EMPTY_SHADER = "@compute @workgroup_size(64)\nfn main() {\n}\n"
 
 
-def kernel_cases(quick: bool) -> list[dict]:
+# Sizes by tier: "quick" (smoke tests), "cpu" (CPU adapters such as lavapipe, which take seconds per
+# GFLOP) and "gpu" (real GPUs: work enough to fill one, a million invocations for the FMA peak and
+# GEMMs up to 4096^3; 64 MiB copies stay within WebGPU's default binding limit of 128 MiB).
+SIZES = {
+    "quick": {"fma_groups": 32, "fma_iterations": 128, "copy_bytes": 1 << 20, "dispatches": 16,
+              "matmul": (32, 64, 128), "conv": (16, 14), "attention": (2, 32, 16), "reduce": 1 << 12},
+    "cpu": {"fma_groups": 256, "fma_iterations": 1024, "copy_bytes": 32 << 20, "dispatches": 200,
+            "matmul": (256, 512, 1024), "conv": (64, 56), "attention": (12, 128, 64), "reduce": 1 << 20},
+    "gpu": {"fma_groups": 16384, "fma_iterations": 1024, "copy_bytes": 64 << 20, "dispatches": 200,
+            "matmul": (1024, 2048, 4096), "conv": (128, 56), "attention": (12, 512, 64), "reduce": 1 << 24},
+}
+
+
+def size_tier(quick: bool, adapter_type: str) -> str:
+    """The SIZES tier an adapter is measured with."""
+    return "quick" if quick else "cpu" if adapter_type == "CPU" else "gpu"
+
+
+def kernel_cases(tier: str) -> list[dict]:
     """MatMul n^3, Conv 3x3 and 1x1, depthwise 3x3; BERT-base-sized attention (12 heads of 64
-    over 128 tokens), LayerNorm and Softmax rows; a ReduceSum of 2^20 elements to one (quick:
-    smaller sizes). The last four are where real GPUs and CPU adapters run different kernels
-    (docs/gpu-backend.md): WGNN_ATTENTION_VARIANT / WGNN_ROW_KERNEL compare them on one adapter."""
-    sizes = (32, 64, 128) if quick else (256, 512, 1024)
-    c, hw = (16, 14) if quick else (64, 56)
-    cases = [{"case": f"MatMul {n}^3", "op": "MatMul", "a": (n, n), "b": (n, n)} for n in sizes]
+    over 128 tokens; 512 on real GPUs), LayerNorm and Softmax rows; a ReduceSum of 2^20 elements
+    (2^24 on real GPUs) to one; smaller in the quick tier (SIZES). The last four are where real
+    GPUs and CPU adapters run different kernels (docs/gpu-backend.md): WGNN_ATTENTION_VARIANT /
+    WGNN_ROW_KERNEL compare them on one adapter."""
+    sizes = SIZES[tier]
+    c, hw = sizes["conv"]
+    cases = [{"case": f"MatMul {n}^3", "op": "MatMul", "a": (n, n), "b": (n, n)} for n in sizes["matmul"]]
     cases.append({"case": f"Conv 3x3 {c}->{c} @{hw}", "op": "Conv", "x": (1, c, hw, hw), "w": (c, c, 3, 3),
                   "attrs": {"pads": [1, 1, 1, 1]}})
     cases.append({"case": f"Conv 1x1 {c}->{4 * c} @{hw}", "op": "Conv", "x": (1, c, hw, hw), "w": (4 * c, c, 1, 1),
@@ -81,13 +100,13 @@ def kernel_cases(quick: bool) -> list[dict]:
     d = 4 * c
     cases.append({"case": f"depthwise 3x3 {d} @{hw}", "op": "Conv", "x": (1, d, hw, hw), "w": (d, 1, 3, 3),
                   "attrs": {"pads": [1, 1, 1, 1], "group": d}})
-    heads, tokens, head = (2, 32, 16) if quick else (12, 128, 64)
+    heads, tokens, head = sizes["attention"]
     cases.append({"case": f"Attention {heads}x{tokens}x{head}", "op": "Attention", "heads": heads, "tokens": tokens,
                   "head": head})
     width = heads * head
     cases.append({"case": f"LayerNorm {tokens}x{width}", "op": "LayerNorm", "x": (tokens, width)})
     cases.append({"case": f"Softmax {heads * tokens}x{tokens}", "op": "Softmax", "x": (heads * tokens, tokens)})
-    n = 1 << (12 if quick else 20)
+    n = sizes["reduce"]
     cases.append({"case": f"ReduceSum {n}->1", "op": "Reduce", "x": (n,)})
     return cases
 
@@ -224,8 +243,8 @@ def _times(measure, repeat: int) -> tuple[float, float]:
     return statistics.median(samples), min(samples)
 
 
-def fma_peak(gpu: RawGpu, quick: bool, repeat: int) -> dict:
-    groups, iterations = (32, 128) if quick else (256, 1024)
+def fma_peak(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
+    groups, iterations = sizes["fma_groups"], sizes["fma_iterations"]
     invocations = groups * 64
     out = gpu.buffer(invocations * 16)
     params = gpu.buffer(16, uniform=np.array([0.999, 1e-3, iterations, 0], np.float32).tobytes())
@@ -237,8 +256,8 @@ def fma_peak(gpu: RawGpu, quick: bool, repeat: int) -> dict:
             "median_gflops": flops / median / 1e6, "invocations": invocations, "iterations": iterations}
 
 
-def copy_bandwidth(gpu: RawGpu, quick: bool, repeat: int) -> dict:
-    nbytes = (1 << 20) if quick else (32 << 20)
+def copy_bandwidth(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
+    nbytes = sizes["copy_bytes"]
     src, dst = gpu.buffer(nbytes), gpu.buffer(nbytes)
     gpu.device.queue.write_buffer(src, 0, np.arange(nbytes // 4, dtype=np.float32).tobytes())
     params = gpu.buffer(16, uniform=np.array([nbytes // 16, 0, 0, 0], np.uint32).tobytes())
@@ -267,9 +286,9 @@ def copy_bandwidth(gpu: RawGpu, quick: bool, repeat: int) -> dict:
     return {"bytes": nbytes, "shader_vec4": rates(shader_ms), "copy_buffer_to_buffer": rates(copy_ms)}
 
 
-def dispatch_cost(gpu: RawGpu, quick: bool, repeat: int) -> dict:
+def dispatch_cost(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
     """GPU time per extra empty dispatch in one pass, and the Python-side encoding cost."""
-    count = 16 if quick else 200
+    count = sizes["dispatches"]
     pipeline, _ = gpu.pipeline(EMPTY_SHADER, [])
     one = _times(lambda: gpu.time_ms(gpu.dispatches(pipeline, None, (1, 1, 1), 1)), repeat)[0]
     many = _times(lambda: gpu.time_ms(gpu.dispatches(pipeline, None, (1, 1, 1), count)), repeat)[0]
@@ -341,13 +360,15 @@ def bench_adapter(adapter: int, *, quick: bool = False, warmup: int = 1, runs: i
     context = get_context(adapter)
     gpu = RawGpu(context)
     repeat = max(3, runs)
+    tier = size_tier(quick, context.info.adapter_type)
+    sizes = SIZES[tier]
     result = {"adapter": context.name, "index": context.index, "adapter_type": context.info.adapter_type,
-              "lavapipe_threads": lavapipe_threads(context.info), "method": gpu.method,
-              "fma": fma_peak(gpu, quick, repeat), "copy": copy_bandwidth(gpu, quick, repeat),
-              "dispatch": dispatch_cost(gpu, quick, repeat), "kernels": []}
+              "lavapipe_threads": lavapipe_threads(context.info), "method": gpu.method, "sizes": tier,
+              "fma": fma_peak(gpu, sizes, repeat), "copy": copy_bandwidth(gpu, sizes, repeat),
+              "dispatch": dispatch_cost(gpu, sizes, repeat), "kernels": []}
     peak = result["fma"]["gflops"]
     bandwidth = result["copy"]["shader_vec4"]["gbps"]
-    chosen = [c for c in kernel_cases(quick) if cases is None or any(n.lower() in c["case"].lower() for n in cases)]
+    chosen = [c for c in kernel_cases(tier) if cases is None or any(n.lower() in c["case"].lower() for n in cases)]
     for case in progress(chosen, f"kernels on {context.index}", enabled=show_progress):
         try:
             row = kernel_case(case, context.index, warmup, runs)
@@ -378,7 +399,8 @@ def format_kernels(result: dict) -> str:
                   else "wall clock around submit + wait (no timestamp-query)")
         threads = entry.get("lavapipe_threads")
         workers = f", {threads} lavapipe worker threads" if threads is not None else ""
-        lines += [f"adapter {entry['index']}: {entry['adapter']} [{entry['adapter_type']}{workers}]   timing: {timing}",
+        lines += [f"adapter {entry['index']}: {entry['adapter']} [{entry['adapter_type']}{workers}]   timing: {timing}"
+                  f"   sizes: {entry['sizes']}",
                   f"  FMA peak: {fma['gflops']:.1f} GFLOP/s, median {fma['median_gflops']:.1f} "
                   f"({fma['invocations']} invocations x {fma['iterations']} x {FMA_CHAINS} vec4 FMAs, best "
                   f"{fma['ms']:.2f} ms)",

@@ -23,7 +23,7 @@ def test_quick_json_every_adapter():
     assert result["quick"] is True and result["runs"] == 2
     assert [a["index"] for a in result["adapters"]] == [a["index"] for a in gpu_adapters()]
     for entry in result["adapters"]:
-        assert entry["method"] in ("timestamp-query", "wall")
+        assert entry["method"] in ("timestamp-query", "wall") and entry["sizes"] == "quick"
         fma = entry["fma"]
         assert fma["gflops"] >= fma["median_gflops"] > 0
         assert (entry["lavapipe_threads"] is None) == ("llvmpipe" not in entry["adapter"].lower())
@@ -70,3 +70,18 @@ def test_argument_errors(args, message):
     done = bench(*args)
     assert done.returncode != 0
     assert message in done.stderr
+
+
+def test_size_tiers():
+    """Real GPUs get work enough to fill one (GEMMs to 4096^3, a million FMA invocations); CPU
+    adapters the sizes lavapipe runs in seconds; --quick the smallest anywhere."""
+    from wgnn.tools.bench_kernels import SIZES, kernel_cases, size_tier
+
+    assert size_tier(False, "DiscreteGPU") == size_tier(False, "IntegratedGPU") == "gpu"
+    assert size_tier(False, "CPU") == "cpu" and size_tier(True, "DiscreteGPU") == "quick"
+    gpu = [case["case"] for case in kernel_cases("gpu")]
+    assert gpu[:3] == ["MatMul 1024^3", "MatMul 2048^3", "MatMul 4096^3"]
+    assert "Attention 12x512x64" in gpu and "ReduceSum 16777216->1" in gpu
+    assert [case["case"] for case in kernel_cases("cpu")][:3] == ["MatMul 256^3", "MatMul 512^3", "MatMul 1024^3"]
+    assert SIZES["gpu"]["fma_groups"] * 64 >= 1 << 20
+    assert SIZES["gpu"]["copy_bytes"] <= 128 << 20  # WebGPU's default max storage binding

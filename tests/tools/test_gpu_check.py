@@ -1,0 +1,72 @@
+"""tools/gpu_check.py and tools/gpu_check.sh: the real-GPU checks in one run. The quick check runs
+for real on this machine's adapter (lavapipe here) through the shell script, as the device tool
+would run it; the time budget is checked with steps that sleep."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from wgnn.tools import gpu_check
+
+from tests.helpers import gpu_adapters
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (the check benchmarks one)")
+def test_quick_check_through_the_script(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "WGNN_CHECK_SITE": str(tmp_path / "site")}
+    done = subprocess.run(["bash", str(ROOT / "tools" / "gpu_check.sh"), "--quick", "--budget", "240"],
+                          capture_output=True, text=True, timeout=400, env=env)
+    assert done.returncode == 0, done.stderr
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert files == ["bench.json", "conform/conform.html", "conform/conform.json", "kernels.json", "peers.md",
+                     "report.md", "setup.log"]
+    assert len(files) <= 8  # what the device tool brings back
+    report = (out / "report.md").read_text()
+    assert report == done.stdout
+    for name in ("adapters", "kernels", "bench mobilenetv2 32", "peers 32", "conform"):
+        assert f"### {name}: exit 0, " in report, name
+    kernels = json.loads((out / "kernels.json").read_text())
+    matmuls = [k for k in kernels["adapters"][0]["kernels"] if k["op"] == "MatMul"]
+    assert matmuls and f"best {max(matmuls, key=lambda k: k['gflops'])['case']} " in report
+    [bench] = json.loads((out / "bench.json").read_text())
+    assert bench["input_shapes"] == {"input": [1, 3, 32, 32]} and bench["per_op"]["rows"]
+    assert f"| mobilenetv2 | 32 | {bench['adapter']} | {bench['latency_ms']['median']:.3f} |" in report
+    peers = (out / "peers.md").read_text()
+    assert "| mobilenetv2 | " in peers and peers.strip() in report
+    conform = json.loads((out / "conform" / "conform.json").read_text())
+    assert conform["summary"]["numpy"]["pass"] == conform["summary"]["numpy"]["total"] > 0
+    assert f"Conformance: {gpu_check.conform_counts(conform)}" in report
+    assert "wgnn 0.1.0" in (out / "setup.log").read_text()
+
+
+def test_budget_times_out_and_skips_steps(monkeypatch):
+    """A step gets its share of the budget plus what earlier steps left; past the budget the rest
+    are skipped, and a step that fails or prints no JSON is reported, not raised."""
+    def sleeper(name, seconds, share, **kw):
+        return gpu_check.Step(name, [sys.executable, "-c", f"import time; time.sleep({seconds}); print('{{}}')"],
+                              share, **kw)
+
+    monkeypatch.setattr(gpu_check, "MIN_STEP_S", 1.0)
+    failing = gpu_check.Step("failing", [sys.executable, "-c", "import sys; sys.exit('broken')"], 0.1,
+                             json_file="x.json")
+    steps = [sleeper("quick", 0, 0.5, json_file="x.json"), failing, sleeper("slow", 30, 0.3), sleeper("late", 0, 0.1)]
+    gpu_check.run_steps(steps, budget_s=4)
+    quick, failing, slow, late = steps
+    assert quick.status == 0 and quick.result == {}
+    assert failing.status == 1 and failing.result is None and "broken" in failing.output
+    assert slow.status is None and "timed out after" in slow.output
+    assert slow.seconds < 5  # its share (1.2 s) plus what the first two left, not its 30 s
+    assert late.status is None and late.output == "skipped: the time budget ran out"
+
+
+def test_summary_marks_failed_models(tmp_path):
+    steps = [gpu_check.Step("kernels", [], 0.1, json_file="x.json"), gpu_check.Step("bench resnet 224", [], 0.1,
+                                                                             json_file="x.json")]
+    lines = gpu_check.summary(steps, tmp_path)
+    assert "- kernels: no result (see below)" in lines
+    assert "| resnet | 224 | - | failed | | | |" in lines

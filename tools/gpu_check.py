@@ -1,0 +1,241 @@
+"""Issue 4's real-GPU checks in one run, for a machine with a GPU driver that is lent for minutes
+(the `device` tool): the kernel micro-benchmarks as fractions of the measured peak, the zoo models'
+latency and per-op GPU time at 32x32 and 224x224, the peers side by side on the same GPU, and
+conformance on that GPU. Every step runs in a subprocess under its share of a time budget, so a
+step that hangs or crashes costs its own figures only.
+
+    python -m wgnn.tools.gpu_check --out DIR [--adapter A] [--budget SECONDS] [--quick]
+    bash tools/gpu_check.sh        # on the lent machine: installs what was carried, then the above
+
+DIR receives (at most 8 files, as many as the device tool brings back):
+    report.md               the summary (GEMM's share of the FMA peak, model medians, the peers'
+                            ratios, conformance counts), then each step's command, status, time
+                            and output
+    kernels.json            `wgnn bench --kernels --json`
+    bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size
+    peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
+    conform/conform.json    `wgnn conform` (and conform.html)
+--quick runs small sizes and few runs (seconds on lavapipe: what the tests run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "wgnn.tools.cli"]
+PEERS = [sys.executable, "-m", "wgnn.tools.peers"]
+CNNS = ("mobilenetv2", "resnet", "unet")
+DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup and transfers
+OUTPUT_CHARS = 6000  # of a step's output kept in report.md (the tail)
+MIN_STEP_S = 5.0  # a step is not started with less time than this left
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    share: float  # of the budget, at most (unused time passes to later steps)
+    json_file: str = ""  # stdout is the step's JSON result, kept in this file of the output folder
+    status: int | None = None
+    seconds: float = 0.0
+    output: str = ""
+    result: dict | list | None = field(default=None, repr=False)
+
+
+def zoo_files(folder: Path, sizes: tuple[int, ...]) -> dict[tuple[str, int], Path]:
+    """The zoo models as .onnx files: bert, and the CNNs at each size (the zoo's own size is 32)."""
+    import onnx
+
+    from ..models import zoo
+
+    files = {("bert", 8): folder / "bert.onnx"}
+    onnx.save(zoo.build("bert"), files[("bert", 8)])
+    for name in CNNS:
+        for size in sizes:
+            files[(name, size)] = folder / f"{name}_{size}.onnx"
+            onnx.save(zoo.build(name, size=size), files[(name, size)])
+    return files
+
+
+def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, quick: bool) -> list[Step]:
+    """The steps, most wanted first (the budget may run out before the last). adapter None: wgnn's
+    default choice (a discrete GPU first) for the benchmarks, every adapter for conformance."""
+    target = ["--adapter", adapter] if adapter else []
+    runs = ["--runs", "3" if quick else "50"]
+    steps = [Step("adapters", [*CLI, "adapters"], 0.02),
+             Step("kernels", [*CLI, "bench", "--kernels", *target, "--json", *(["--quick"] if quick else [])],
+                  0.15, json_file="kernels.json")]
+    for (name, size), path in models.items():
+        model_runs = runs if size <= 32 or quick else ["--runs", "20"]
+        steps.append(Step(f"bench {name} {size}", [*CLI, "bench", str(path), "--provider", "wgpu", *target,
+                                                    *model_runs, "--per-op", "--json"], 0.04, json_file="bench.json"))
+    peers_runs = ["--runs", "2", "--warmup", "1"] if quick else ["--runs", "31"]
+    peers_models = ["--models", "mobilenetv2"] if quick else []
+    steps.append(Step("peers 32", [*PEERS, *peers_models, *peers_runs, *target,
+                                   "--out", str(out / "peers-32.md")], 0.15))
+    if not quick:
+        steps.append(Step("peers 224", [*PEERS, "--models", ",".join(CNNS), "--size", "224", "--runs", "11",
+                                        *target, "--out", str(out / "peers-224.md")], 0.15))
+    conform = ["--sources", "own", "--ops", "^Relu$", "--limit", "2"] if quick else ["--sources", "own,zoo"]
+    steps.append(Step("conform", [*CLI, "conform", *conform, "--adapters", f"numpy,{adapter or 'all'}",
+                                  "--out", str(out / "conform")], 0.25))
+    return steps
+
+
+def run_steps(steps: list[Step], budget_s: float) -> None:
+    """Each step in turn, with a timeout of its share of the budget plus what earlier steps left
+    (MIN_STEP_S at least); once less than MIN_STEP_S is left the rest are skipped."""
+    started = time.monotonic()
+    spare = 0.0
+    for step in steps:
+        left = budget_s - (time.monotonic() - started)
+        allowed = min(left, max(MIN_STEP_S, step.share * budget_s + spare))
+        if left < MIN_STEP_S:
+            step.output = "skipped: the time budget ran out"
+            continue
+        begun = time.monotonic()
+        try:
+            done = subprocess.run(step.argv, capture_output=True, text=True, timeout=allowed)
+            step.status, step.output = done.returncode, done.stdout + done.stderr
+            if step.json_file and done.returncode == 0:
+                step.result = json.loads(done.stdout)
+                step.output = f"{done.stderr}(the JSON result is in {step.json_file})"
+        except subprocess.TimeoutExpired as exc:
+            step.status = None
+            partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            step.output = f"{partial}\ntimed out after {allowed:.0f} s"
+        except json.JSONDecodeError as exc:
+            step.output = f"{step.output}\nnot JSON: {exc}"
+        step.seconds = time.monotonic() - begun
+        spare = max(0.0, step.share * budget_s + spare - step.seconds)
+
+
+def gemm_line(kernels: dict) -> list[str]:
+    """The best MatMul of each adapter, as a share of that adapter's measured FMA peak."""
+    lines = []
+    for adapter in kernels.get("adapters", []):
+        matmuls = [k for k in adapter.get("kernels", []) if k.get("op") == "MatMul" and "peak_fraction" in k]
+        peak = adapter.get("fma", {}).get("gflops")
+        if not matmuls or not peak:
+            continue
+        best = max(matmuls, key=lambda k: k["gflops"])
+        lines.append(f"- {adapter['adapter']}: FMA peak {peak:.1f} GFLOP/s; best {best['case']} "
+                     f"{best['gflops']:.1f} GFLOP/s = {100 * best['peak_fraction']:.0f}% of it "
+                     f"({', '.join(best['kernels'])})")
+    return lines
+
+
+def summary(steps: list[Step], out: Path) -> list[str]:
+    lines = ["## Summary", ""]
+    by_name = {step.name: step for step in steps}
+    kernels = by_name["kernels"].result
+    lines += gemm_line(kernels) if isinstance(kernels, dict) else ["- kernels: no result (see below)"]
+    lines += ["", "| model | size | adapter | median ms | p90 ms | dispatches | cold start ms (load / prepare / "
+              "first run) |", "|---|---|---|---|---|---|---|"]
+    for step in steps:
+        if not step.name.startswith("bench "):
+            continue
+        _, name, size = step.name.split()
+        result = step.result
+        if not isinstance(result, dict):
+            lines.append(f"| {name} | {size} | - | failed | | | |")
+            continue
+        latency, cold = result["latency_ms"], result["cold_start_ms"]
+        lines.append(f"| {name} | {size} | {result['adapter']} | {latency['median']:.3f} | {latency['p90']:.3f} | "
+                     f"{result['dispatches']} | {cold['load']:.0f} / {cold['prepare']:.0f} / "
+                     f"{cold['first_run']:.0f} |")
+    peers = out / "peers.md"
+    if peers.exists():
+        lines += ["", "Peers on the same adapter:", "", peers.read_text().strip()]
+    conform = out / "conform" / "conform.json"
+    if conform.exists():
+        lines += ["", f"Conformance: {conform_counts(json.loads(conform.read_text()))}"]
+    return lines
+
+
+OUTCOMES = ("pass", "fallback", "fail", "error", "unsupported")
+
+
+def conform_counts(report: dict) -> str:
+    """Outcome counts per target of a conform.json."""
+    targets = report.get("summary") or {}
+    if not targets:
+        return "no cases in the report"
+    return "; ".join(f"{target}: " + ", ".join(f"{row.get(outcome, 0)} {outcome}" for outcome in OUTCOMES)
+                     for target, row in targets.items())
+
+
+def write_report(steps: list[Step], out: Path, header: list[str]) -> Path:
+    lines = [*header, "", *summary(steps, out), "", "## Steps", ""]
+    for step in steps:
+        status = "timed out or skipped" if step.status is None else f"exit {step.status}"
+        lines += [f"### {step.name}: {status}, {step.seconds:.1f} s", "", "```",
+                  " ".join(step.argv), "", step.output[-OUTPUT_CHARS:].rstrip(), "```", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines).rstrip() + "\n")
+    return path
+
+
+def environment() -> list[str]:
+    import platform
+
+    return ["# wgnn GPU check", "", f"- {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {platform.node()}, "
+            f"Python {platform.python_version()}, {os.cpu_count()} CPUs",
+            *(f"- {line}" for line in nvidia_smi())]
+
+
+def nvidia_smi() -> list[str]:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [f"nvidia-smi: {line.strip()}" for line in done.stdout.splitlines() if line.strip()]
+
+
+def check(out: Path, *, adapter: str | None = None, budget_s: float = DEFAULT_BUDGET_S, quick: bool = False) -> Path:
+    """Run every step into out; returns report.md's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the peers' documented runs
+    with tempfile.TemporaryDirectory(prefix="wgnn-gpu-check-") as tmp:
+        models = zoo_files(Path(tmp), (32,) if quick else (32, 224))
+        if quick:
+            models = {key: path for key, path in models.items() if key == ("mobilenetv2", 32)}
+        steps = plan(out, models, adapter, quick)
+        run_steps(steps, budget_s)
+    for step in steps:
+        if step.name == "kernels" and step.result is not None:
+            (out / "kernels.json").write_text(json.dumps(step.result, indent=1) + "\n")
+    bench = [step.result for step in steps if step.name.startswith("bench ") and step.result is not None]
+    (out / "bench.json").write_text(json.dumps(bench, indent=1) + "\n")
+    peers = [(out / name).read_text() for name in ("peers-32.md", "peers-224.md") if (out / name).exists()]
+    for name in ("peers-32.md", "peers-224.md"):
+        (out / name).unlink(missing_ok=True)
+    if peers:
+        (out / "peers.md").write_text("\n\n".join(peers))
+    return write_report(steps, out, environment())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wgnn.tools.gpu_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-check")),
+                        help="folder of the results (default $OUT, else ./gpu-check)")
+    parser.add_argument("--adapter", help="GPU adapter (index, name substring, vulkan, ...; default: wgnn's "
+                        "choice for the benchmarks, every adapter for conformance)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for all steps")
+    parser.add_argument("--quick", action="store_true", help="small sizes and few runs (a smoke test)")
+    args = parser.parse_args(argv)
+    report = check(args.out, adapter=args.adapter, budget_s=args.budget, quick=args.quick)
+    print(report.read_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
