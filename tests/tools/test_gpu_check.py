@@ -40,6 +40,8 @@ def test_quick_check_through_the_script(tmp_path):
     assert "| mobilenetv2 | " in peers and peers.strip() in report
     conform = json.loads((out / "conform" / "conform.json").read_text())
     assert conform["summary"]["numpy"]["pass"] == conform["summary"]["numpy"]["total"] > 0
+    gpus = [target for target in conform["summary"] if target != "numpy"]
+    assert gpus and all(target.endswith("(Vulkan)") for target in gpus)  # OpenGL would double its time
     assert f"Conformance: {gpu_check.conform_counts(conform)}" in report
     assert "wgnn 0.1.0" in (out / "setup.log").read_text()
 
