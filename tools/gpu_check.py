@@ -14,7 +14,8 @@ DIR receives (at most 8 files, as many as the device tool brings back):
     kernels.json            `wgnn bench --kernels --json`
     bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size
     peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
-    conform/conform.json    `wgnn conform` (and conform.html)
+    tune.json               `wgnn tune --json` (storage, workgroup sizes, kernel variants, providers)
+    conform/conform.json    `wgnn conform`'s report (its HTML page is left out: the JSON holds it)
 --quick runs small sizes and few runs (seconds on lavapipe: what the tests run).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,7 @@ class Step:
     argv: list[str]
     share: float  # of the budget, at most (unused time passes to later steps)
     json_file: str = ""  # stdout is the step's JSON result, kept in this file of the output folder
+    env: dict[str, str] = field(default_factory=dict)  # set for this step's process
     status: int | None = None
     seconds: float = 0.0
     output: str = ""
@@ -70,9 +73,10 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     (OpenGL's through EGL would double its time)."""
     target = ["--adapter", adapter] if adapter else []
     runs = ["--runs", "3" if quick else "50"]
+    quick_flag = ["--quick"] if quick else []
     steps = [Step("adapters", [*CLI, "adapters"], 0.02),
-             Step("kernels", [*CLI, "bench", "--kernels", *target, "--json", *(["--quick"] if quick else [])],
-                  0.15, json_file="kernels.json")]
+             Step("kernels", [*CLI, "bench", "--kernels", *target, "--json", *quick_flag], 0.15,
+                  json_file="kernels.json")]
     for (name, size), path in models.items():
         model_runs = runs if size <= 32 or quick else ["--runs", "20"]
         steps.append(Step(f"bench {name} {size}", [*CLI, "bench", str(path), "--provider", "wgpu", *target,
@@ -80,13 +84,17 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     peers_runs = ["--runs", "2", "--warmup", "1"] if quick else ["--runs", "31"]
     peers_models = ["--models", "mobilenetv2"] if quick else []
     steps.append(Step("peers 32", [*PEERS, *peers_models, *peers_runs, *target,
-                                   "--out", str(out / "peers-32.md")], 0.15))
+                                   "--out", str(out / "peers-32.md")], 0.12))
     if not quick:
         steps.append(Step("peers 224", [*PEERS, "--models", ",".join(CNNS), "--size", "224", "--runs", "11",
-                                        *target, "--out", str(out / "peers-224.md")], 0.15))
+                                        *target, "--out", str(out / "peers-224.md")], 0.12))
+    # What `wgnn tune` measures (storage, workgroup sizes, kernel variants, wgpu against numpy): the
+    # data for a real GPU's defaults. Its cache goes to a folder of its own, read by no other step.
+    steps.append(Step("tune", [*CLI, "tune", "--adapter", adapter or "vulkan", "--json", *quick_flag], 0.1,
+                      json_file="tune.json", env={"WGNN_CACHE_DIR": str(out / "tune-cache")}))
     conform = ["--sources", "own", "--ops", "^Relu$", "--limit", "2"] if quick else ["--sources", "own,zoo"]
     steps.append(Step("conform", [*CLI, "conform", *conform, "--adapters", f"numpy,{adapter or 'vulkan'}",
-                                  "--out", str(out / "conform")], 0.25))
+                                  "--out", str(out / "conform")], 0.21))
     return steps
 
 
@@ -103,7 +111,8 @@ def run_steps(steps: list[Step], budget_s: float) -> None:
             continue
         begun = time.monotonic()
         try:
-            done = subprocess.run(step.argv, capture_output=True, text=True, timeout=allowed)
+            done = subprocess.run(step.argv, capture_output=True, text=True, timeout=allowed,
+                                  env={**os.environ, **step.env})
             step.status, step.output = done.returncode, done.stdout + done.stderr
             if step.json_file and done.returncode == 0:
                 step.result = json.loads(done.stdout)
@@ -155,9 +164,28 @@ def summary(steps: list[Step], out: Path) -> list[str]:
     peers = out / "peers.md"
     if peers.exists():
         lines += ["", "Peers on the same adapter:", "", peers.read_text().strip()]
+    tune = by_name["tune"].result if "tune" in by_name else None
+    if isinstance(tune, dict):
+        lines += ["", *tune_lines(tune)]
     conform = out / "conform" / "conform.json"
     if conform.exists():
         lines += ["", f"Conformance: {conform_counts(json.loads(conform.read_text()))}"]
+    return lines
+
+
+def tune_lines(tune: dict) -> list[str]:
+    """What `wgnn tune` chose per adapter, against the built-in defaults."""
+    lines = []
+    for adapter in tune.get("adapters", []):
+        storage = ", ".join(f"{p} {r['choice']} (default {r['default']})" for p, r in adapter["storage"].items())
+        variants = ", ".join(f"{family} {row['choice']} (default {row['default']})"
+                             for family, row in adapter["variants"].items())
+        sizes = ", ".join(f"{case} WG {row['best']}" for case, row in adapter["workgroups"].items()
+                          if row["best"] != row["preferred"]) or "the preferred size everywhere"
+        providers = adapter.get("providers") or {}
+        lines.append(f"- tune on {adapter['adapter']}: storage {storage}; variants {variants}; workgroups: "
+                     f"{sizes}; providers {providers.get('choice')} (wgpu {providers.get('wgpu_ms')} ms, numpy "
+                     f"{providers.get('numpy_ms')} ms)")
     return lines
 
 
@@ -212,13 +240,14 @@ def check(out: Path, *, adapter: str | None = None, budget_s: float = DEFAULT_BU
         steps = plan(out, models, adapter, quick)
         run_steps(steps, budget_s)
     for step in steps:
-        if step.name == "kernels" and step.result is not None:
-            (out / "kernels.json").write_text(json.dumps(step.result, indent=1) + "\n")
+        if step.json_file and step.json_file != "bench.json" and step.result is not None:
+            (out / step.json_file).write_text(json.dumps(step.result, indent=1) + "\n")
     bench = [step.result for step in steps if step.name.startswith("bench ") and step.result is not None]
     (out / "bench.json").write_text(json.dumps(bench, indent=1) + "\n")
     peers = [(out / name).read_text() for name in ("peers-32.md", "peers-224.md") if (out / name).exists()]
-    for name in ("peers-32.md", "peers-224.md"):
+    for name in ("peers-32.md", "peers-224.md", "conform/conform.html"):  # the JSON holds the HTML's data
         (out / name).unlink(missing_ok=True)
+    shutil.rmtree(out / "tune-cache", ignore_errors=True)
     if peers:
         (out / "peers.md").write_text("\n\n".join(peers))
     return write_report(steps, out, environment())

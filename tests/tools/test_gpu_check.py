@@ -23,12 +23,12 @@ def test_quick_check_through_the_script(tmp_path):
                           capture_output=True, text=True, timeout=400, env=env)
     assert done.returncode == 0, done.stderr
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert files == ["bench.json", "conform/conform.html", "conform/conform.json", "kernels.json", "peers.md",
-                     "report.md", "setup.log"]
+    assert files == ["bench.json", "conform/conform.json", "kernels.json", "peers.md", "report.md", "setup.log",
+                     "tune.json"]
     assert len(files) <= 8  # what the device tool brings back
     report = (out / "report.md").read_text()
     assert report == done.stdout
-    for name in ("adapters", "kernels", "bench mobilenetv2 32", "peers 32", "conform"):
+    for name in ("adapters", "kernels", "bench mobilenetv2 32", "peers 32", "tune", "conform"):
         assert f"### {name}: exit 0, " in report, name
     kernels = json.loads((out / "kernels.json").read_text())
     matmuls = [k for k in kernels["adapters"][0]["kernels"] if k["op"] == "MatMul"]
@@ -44,6 +44,9 @@ def test_quick_check_through_the_script(tmp_path):
     assert gpus and all(target.endswith("(Vulkan)") for target in gpus)  # OpenGL would double its time
     assert f"Conformance: {gpu_check.conform_counts(conform)}" in report
     assert "wgnn 0.1.0" in (out / "setup.log").read_text()
+    tune = json.loads((out / "tune.json").read_text())
+    assert tune["adapters"] and gpu_check.tune_lines(tune)[0] in report
+    assert tune["adapters"][0]["cache"].startswith(str(out / "tune-cache"))  # not the user's cache
 
 
 def test_budget_times_out_and_skips_steps(monkeypatch):
