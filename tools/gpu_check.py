@@ -15,6 +15,7 @@ DIR receives (at most 8 files, as many as the device tool brings back):
     bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size
     peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
     tune.json               `wgnn tune --json` (storage, workgroup sizes, kernel variants, providers)
+    knobs.json              `wgnn bench` of a model with each value of a choice forced (KNOBS)
     conform/conform.json    `wgnn conform`'s report (its HTML page is left out: the JSON holds it)
 --quick runs small sizes and few runs (seconds on lavapipe: what the tests run).
 """
@@ -35,6 +36,10 @@ CLI = [sys.executable, "-m", "wgnn.tools.cli"]
 PEERS = [sys.executable, "-m", "wgnn.tools.peers"]
 CNNS = ("mobilenetv2", "resnet", "unet")
 DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup and transfers
+# The choices whose rules for real GPUs are estimates, not measurements (docs/gpu-backend.md): each
+# forced in turn on the model where it matters, for the numbers that would set those rules.
+KNOBS = [("WGNN_DWPW_BLOCK", block, "mobilenetv2", 224) for block in ("2x4", "2x2", "1x2", "1x1")] + [
+    ("WGNN_CONV_PATH", path, "resnet", 224) for path in ("direct", "gemm1x1", "winograd2", "winograd4")]
 OUTPUT_CHARS = 6000  # of a step's output kept in report.md (the tail)
 MIN_STEP_S = 5.0  # a step is not started with less time than this left
 
@@ -75,7 +80,7 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     runs = ["--runs", "3" if quick else "50"]
     quick_flag = ["--quick"] if quick else []
     steps = [Step("adapters", [*CLI, "adapters"], 0.02),
-             Step("kernels", [*CLI, "bench", "--kernels", *target, "--json", *quick_flag], 0.15,
+             Step("kernels", [*CLI, "bench", "--kernels", *target, "--json", *quick_flag], 0.13,
                   json_file="kernels.json")]
     for (name, size), path in models.items():
         model_runs = runs if size <= 32 or quick else ["--runs", "20"]
@@ -84,17 +89,25 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     peers_runs = ["--runs", "2", "--warmup", "1"] if quick else ["--runs", "31"]
     peers_models = ["--models", "mobilenetv2"] if quick else []
     steps.append(Step("peers 32", [*PEERS, *peers_models, *peers_runs, *target,
-                                   "--out", str(out / "peers-32.md")], 0.12))
+                                   "--out", str(out / "peers-32.md")], 0.1))
     if not quick:
         steps.append(Step("peers 224", [*PEERS, "--models", ",".join(CNNS), "--size", "224", "--runs", "11",
-                                        *target, "--out", str(out / "peers-224.md")], 0.12))
+                                        *target, "--out", str(out / "peers-224.md")], 0.1))
     # What `wgnn tune` measures (storage, workgroup sizes, kernel variants, wgpu against numpy): the
     # data for a real GPU's defaults. Its cache goes to a folder of its own, read by no other step.
-    steps.append(Step("tune", [*CLI, "tune", "--adapter", adapter or "vulkan", "--json", *quick_flag], 0.1,
+    steps.append(Step("tune", [*CLI, "tune", "--adapter", adapter or "vulkan", "--json", *quick_flag], 0.08,
                       json_file="tune.json", env={"WGNN_CACHE_DIR": str(out / "tune-cache")}))
     conform = ["--sources", "own", "--ops", "^Relu$", "--limit", "2"] if quick else ["--sources", "own,zoo"]
     steps.append(Step("conform", [*CLI, "conform", *conform, "--adapters", f"numpy,{adapter or 'vulkan'}",
-                                  "--out", str(out / "conform")], 0.21))
+                                  "--out", str(out / "conform")], 0.19))
+    knobs = KNOBS[:1] if quick else KNOBS
+    for variable, value, name, size in knobs:
+        path = models.get((name, 32 if quick else size))
+        if path is not None:
+            steps.append(Step(f"knob {variable}={value} {name} {32 if quick else size}",
+                              [*CLI, "bench", str(path), "--provider", "wgpu", *target,
+                               *(runs if quick else ["--runs", "20"]), "--per-op", "--json"],
+                              0.1 / len(knobs), json_file="knobs.json", env={variable: value}))
     return steps
 
 
@@ -164,6 +177,16 @@ def summary(steps: list[Step], out: Path) -> list[str]:
     peers = out / "peers.md"
     if peers.exists():
         lines += ["", "Peers on the same adapter:", "", peers.read_text().strip()]
+    knobs = [step for step in steps if step.name.startswith("knob ")]
+    if knobs:
+        lines += ["", "| forced choice | model | median ms | GPU ms of the ops (per-op runs) |", "|---|---|---|---|"]
+        for step in knobs:
+            _, setting, name, size = step.name.split()
+            if isinstance(step.result, dict):
+                lines.append(f"| {setting} | {name} {size} | {step.result['latency_ms']['median']:.3f} | "
+                             f"{step.result['per_op']['total_ms']:.3f} |")
+            else:
+                lines.append(f"| {setting} | {name} {size} | failed | |")
     tune = by_name["tune"].result if "tune" in by_name else None
     if isinstance(tune, dict):
         lines += ["", *tune_lines(tune)]
@@ -240,10 +263,12 @@ def check(out: Path, *, adapter: str | None = None, budget_s: float = DEFAULT_BU
         steps = plan(out, models, adapter, quick)
         run_steps(steps, budget_s)
     for step in steps:
-        if step.json_file and step.json_file != "bench.json" and step.result is not None:
+        if step.json_file in ("kernels.json", "tune.json") and step.result is not None:
             (out / step.json_file).write_text(json.dumps(step.result, indent=1) + "\n")
-    bench = [step.result for step in steps if step.name.startswith("bench ") and step.result is not None]
-    (out / "bench.json").write_text(json.dumps(bench, indent=1) + "\n")
+    for listed in ("bench.json", "knobs.json"):  # one result per step, with the step's name and settings
+        results = [{"step": step.name, "env": step.env, **step.result} for step in steps
+                   if step.json_file == listed and step.result is not None]
+        (out / listed).write_text(json.dumps(results, indent=1) + "\n")
     peers = [(out / name).read_text() for name in ("peers-32.md", "peers-224.md") if (out / name).exists()]
     for name in ("peers-32.md", "peers-224.md", "conform/conform.html"):  # the JSON holds the HTML's data
         (out / name).unlink(missing_ok=True)

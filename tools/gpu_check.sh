@@ -31,8 +31,13 @@ setup() {
       "$REPO"/.whl/*.whl
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
   fi
-  if ! "$PYTHON" -c "import wgnn.engine" 2>/dev/null; then
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target "$SITE" "$REPO"
+  # wgnn from this checkout: as installed (an editable install of it), else into $SITE, again each
+  # time (a copy there from an earlier checkout would be stale).
+  local where
+  where="$("$PYTHON" -c "import wgnn.engine, wgnn; print(wgnn.__file__)" 2>/dev/null || true)"
+  if [ -z "$where" ] || [[ "$where" == "$SITE"/* ]]; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade \
+      --target "$SITE" "$REPO"
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
   fi
   command -v nvidia-smi >/dev/null && nvidia-smi

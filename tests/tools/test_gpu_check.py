@@ -23,17 +23,23 @@ def test_quick_check_through_the_script(tmp_path):
                           capture_output=True, text=True, timeout=400, env=env)
     assert done.returncode == 0, done.stderr
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert files == ["bench.json", "conform/conform.json", "kernels.json", "peers.md", "report.md", "setup.log",
-                     "tune.json"]
+    assert files == ["bench.json", "conform/conform.json", "kernels.json", "knobs.json", "peers.md", "report.md",
+                     "setup.log", "tune.json"]
     assert len(files) <= 8  # what the device tool brings back
     report = (out / "report.md").read_text()
     assert report == done.stdout
-    for name in ("adapters", "kernels", "bench mobilenetv2 32", "peers 32", "tune", "conform"):
+    for name in ("adapters", "kernels", "bench mobilenetv2 32", "peers 32", "tune", "conform",
+                 "knob WGNN_DWPW_BLOCK=2x4 mobilenetv2 32"):
         assert f"### {name}: exit 0, " in report, name
     kernels = json.loads((out / "kernels.json").read_text())
     matmuls = [k for k in kernels["adapters"][0]["kernels"] if k["op"] == "MatMul"]
     assert matmuls and f"best {max(matmuls, key=lambda k: k['gflops'])['case']} " in report
     [bench] = json.loads((out / "bench.json").read_text())
+    assert bench["step"] == "bench mobilenetv2 32" and bench["env"] == {}
+    [knob] = json.loads((out / "knobs.json").read_text())
+    assert knob["env"] == {"WGNN_DWPW_BLOCK": "2x4"} and knob["dispatches"] == bench["dispatches"]
+    assert (f"| WGNN_DWPW_BLOCK=2x4 | mobilenetv2 32 | {knob['latency_ms']['median']:.3f} | "
+            f"{knob['per_op']['total_ms']:.3f} |") in report
     assert bench["input_shapes"] == {"input": [1, 3, 32, 32]} and bench["per_op"]["rows"]
     assert f"| mobilenetv2 | 32 | {bench['adapter']} | {bench['latency_ms']['median']:.3f} |" in report
     peers = (out / "peers.md").read_text()
