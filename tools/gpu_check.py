@@ -15,7 +15,7 @@ DIR receives (at most 8 files, as many as the device tool brings back):
     bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size
     peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
     tune.json               `wgnn tune --json` (storage, workgroup sizes, kernel variants, providers)
-    knobs.json              `wgnn bench` of a model with each value of a choice forced (KNOBS)
+    knobs.json              `wgnn bench` of a model or kernel with each value of a choice forced (KNOBS)
     conform/conform.json    `wgnn conform`'s report (its HTML page is left out: the JSON holds it)
 --quick runs small sizes and few runs (seconds on lavapipe: what the tests run).
 """
@@ -38,8 +38,13 @@ CNNS = ("mobilenetv2", "resnet", "unet")
 DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup and transfers
 # The choices whose rules for real GPUs are estimates, not measurements (docs/gpu-backend.md): each
 # forced in turn on the model where it matters, for the numbers that would set those rules.
-KNOBS = [("WGNN_DWPW_BLOCK", block, "mobilenetv2", 224) for block in ("2x4", "2x2", "1x2", "1x1")] + [
-    ("WGNN_CONV_PATH", path, "resnet", 224) for path in ("direct", "gemm1x1", "winograd2", "winograd4")]
+# A target is a zoo model and size, or ("kernels", a `wgnn bench --kernels` case on real GPUs' sizes);
+# --quick runs the first knob of each variable, on the zoo's size or the quick kernel sizes.
+KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4", "2x2", "1x2", "1x1")] + [
+    ({"WGNN_CONV_PATH": path}, ("resnet", 224)) for path in ("direct", "gemm1x1", "winograd2", "winograd4")] + [
+    ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
+    for tile in ("32", "128")]
+QUICK_KERNEL_CASE = "MatMul 128^3"
 OUTPUT_CHARS = 6000  # of a step's output kept in report.md (the tail)
 MIN_STEP_S = 5.0  # a step is not started with less time than this left
 
@@ -100,14 +105,21 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     conform = ["--sources", "own", "--ops", "^Relu$", "--limit", "2"] if quick else ["--sources", "own,zoo"]
     steps.append(Step("conform", [*CLI, "conform", *conform, "--adapters", f"numpy,{adapter or 'vulkan'}",
                                   "--out", str(out / "conform")], 0.19))
-    knobs = KNOBS[:1] if quick else KNOBS
-    for variable, value, name, size in knobs:
-        path = models.get((name, 32 if quick else size))
-        if path is not None:
-            steps.append(Step(f"knob {variable}={value} {name} {32 if quick else size}",
-                              [*CLI, "bench", str(path), "--provider", "wgpu", *target,
-                               *(runs if quick else ["--runs", "20"]), "--per-op", "--json"],
-                              0.1 / len(knobs), json_file="knobs.json", env={variable: value}))
+    knobs = [knob for i, knob in enumerate(KNOBS) if not quick or set(knob[0]) not in [set(k[0]) for k in KNOBS[:i]]]
+    for env, (name, what) in knobs:
+        if name == "kernels":
+            case = QUICK_KERNEL_CASE if quick else what
+            label, argv = case.replace(" ", "-"), [*CLI, "bench", "--kernels", *target, "--case", case, "--json",
+                                                   *quick_flag]
+        else:
+            size = 32 if quick else what
+            path = models.get((name, size))
+            if path is None:
+                continue
+            label, argv = f"{name} {size}", [*CLI, "bench", str(path), "--provider", "wgpu", *target,
+                                              *(runs if quick else ["--runs", "20"]), "--per-op", "--json"]
+        setting = " ".join(f"{variable}={value}" for variable, value in env.items())
+        steps.append(Step(f"knob {setting} {label}", argv, 0.1 / len(knobs), json_file="knobs.json", env=env))
     return steps
 
 
@@ -140,8 +152,23 @@ def run_steps(steps: list[Step], budget_s: float) -> None:
         spare = max(0.0, step.share * budget_s + spare - step.seconds)
 
 
+# fp32 (non-tensor) peaks of the GPUs the device tool lends, TFLOP/s, from NVIDIA's datasheets (H100:
+# SXM 67, PCIe 51; H200 SXM 67; A100 19.5): the target is a share of the GPU's fp32 peak, and the
+# FMA shader's measured peak may fall short of it. Matched by name, the longest key first.
+DATASHEET_FP32_TFLOPS = {"H100 PCIe": 51.0, "H100": 67.0, "H200": 67.0, "A100": 19.5}
+
+
+def datasheet_peak(name: str) -> float | None:
+    """The datasheet fp32 peak (GFLOP/s) of an adapter named `name`, when known."""
+    for key in sorted(DATASHEET_FP32_TFLOPS, key=len, reverse=True):
+        if key.lower() in name.lower():
+            return DATASHEET_FP32_TFLOPS[key] * 1000
+    return None
+
+
 def gemm_line(kernels: dict) -> list[str]:
-    """The best MatMul of each adapter, as a share of that adapter's measured FMA peak."""
+    """The best MatMul of each adapter, as a share of that adapter's measured FMA peak (and of its
+    datasheet fp32 peak where known)."""
     lines = []
     for adapter in kernels.get("adapters", []):
         matmuls = [k for k in adapter.get("kernels", []) if k.get("op") == "MatMul" and "peak_fraction" in k]
@@ -149,8 +176,11 @@ def gemm_line(kernels: dict) -> list[str]:
         if not matmuls or not peak:
             continue
         best = max(matmuls, key=lambda k: k["gflops"])
+        sheet = datasheet_peak(adapter["adapter"])
+        of_sheet = (f", {100 * best['gflops'] / sheet:.0f}% of the datasheet's {sheet / 1000:.0f} TFLOP/s"
+                    if sheet else "")
         lines.append(f"- {adapter['adapter']}: FMA peak {peak:.1f} GFLOP/s; best {best['case']} "
-                     f"{best['gflops']:.1f} GFLOP/s = {100 * best['peak_fraction']:.0f}% of it "
+                     f"{best['gflops']:.1f} GFLOP/s = {100 * best['peak_fraction']:.0f}% of it{of_sheet} "
                      f"({', '.join(best['kernels'])})")
     return lines
 
@@ -181,12 +211,19 @@ def summary(steps: list[Step], out: Path) -> list[str]:
     if knobs:
         lines += ["", "| forced choice | model | median ms | GPU ms of the ops (per-op runs) |", "|---|---|---|---|"]
         for step in knobs:
-            _, setting, name, size = step.name.split()
-            if isinstance(step.result, dict):
-                lines.append(f"| {setting} | {name} {size} | {step.result['latency_ms']['median']:.3f} | "
-                             f"{step.result['per_op']['total_ms']:.3f} |")
+            setting = " ".join(f"{variable}={value}" for variable, value in step.env.items())
+            target = step.name[len(f"knob {setting} "):]
+            result = step.result
+            if not isinstance(result, dict):
+                lines.append(f"| {setting} | {target} | failed | |")
+            elif "adapters" in result:  # a kernel case: its GPU time, and GFLOP/s against the FMA peak
+                [row] = result["adapters"][0]["kernels"]
+                lines.append(f"| {setting} | {target} ({row.get('gflops', 0):.1f} GFLOP/s, "
+                             f"{100 * row.get('peak_fraction', 0):.0f}% of the FMA peak) | {row.get('ms', 0):.3f} | "
+                             f"{row.get('ms', 0):.3f} |")
             else:
-                lines.append(f"| {setting} | {name} {size} | failed | |")
+                lines.append(f"| {setting} | {target} | {result['latency_ms']['median']:.3f} | "
+                             f"{result['per_op']['total_ms']:.3f} |")
     tune = by_name["tune"].result if "tune" in by_name else None
     if isinstance(tune, dict):
         lines += ["", *tune_lines(tune)]

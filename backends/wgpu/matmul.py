@@ -14,7 +14,9 @@ else the one `wgnn tune` measured faster on the adapter; else by the adapter's t
 - "subgroup" (CPU adapters with the subgroup feature, e.g. lavapipe): 8x8 outputs per invocation,
   A shared across a SIMD row by subgroup shuffles, B loaded as vec4.
 - "blocked" (other CPU adapters, e.g. llvmpipe OpenGL): the same without shuffles.
-- "tiled" (real GPUs): workgroup-memory tiles of 32x32.
+- "tiled" (real GPUs): workgroup-memory tiles, 32x32 (64 invocations of 4x4 outputs) or, for
+  products with enough of them to fill a big GPU, 128x128 (256 invocations of 8x8: half the
+  workgroup-memory reads per multiply-add); WGNN_MATMUL_TILE=32|128 forces one.
 On software adapters shader memory access is the cost (every load is a per-lane loop), so the
 first two minimise loads per multiply-add; a constant B is repacked once at prepare into rows
 padded to 8 columns, so it is always read as vec4.
@@ -31,7 +33,7 @@ from ...engine.errors import WgnnError
 from ...engine.geometry import contiguous_strides
 from ...engine.ops.matmul import permuted
 from ..base import Step
-from .backend import WORKGROUP, GpuExecution, gpu_kernel, wgsl_type
+from .backend import GpuExecution, gpu_kernel, wgsl_type
 from .elementwise import INT_UNARY_EXPR, UNARY_EXPR
 
 log = logging.getLogger("wgnn.wgpu")
@@ -39,7 +41,14 @@ log = logging.getLogger("wgnn.wgpu")
 MAX_BATCH_RANK = 4  # params slots for batch axes (after merging contiguous ones)
 BLOCK = 8  # outputs per invocation along M and N (blocked and subgroup kernels)
 STRIP = 8  # column blocks per strip (the blocked kernels): one SIMD row of lavapipe shares A rows
-TILE = 32  # outputs per workgroup along M and N (tiled kernel: 64 invocations x 4x4)
+# The tiled kernel's shapes: outputs per workgroup along M and N -> (outputs per invocation along
+# each, K per staged slice); a workgroup has (tile / outputs)^2 invocations.
+TILES = {32: (4, 16), 128: (8, 8)}
+TILE_ENV = "WGNN_MATMUL_TILE"
+# A product of at least this many 128x128 tiles takes them, about one per multiprocessor of a big
+# GPU (an H100 has 132): with fewer, the 32x32 tiles keep more of the GPU busy. An estimate (no such
+# GPU measured yet): tools/gpu_check.py times both on MatMul 4096^3 (knobs.json).
+LARGE_TILE_MIN_TILES = 128
 KERNELS = {"blocked": "matmul/matmul_blocked.wgsl", "subgroup": "matmul/matmul_subgroup.wgsl",
            "tiled": "matmul/matmul_tiled.wgsl"}
 VARIANT_ENV = "WGNN_MATMUL_VARIANT"
@@ -216,6 +225,12 @@ def pack_b(b: np.ndarray, trans_b: int, columns: int, perm: list[int] | None = N
     return out
 
 
+def tile_settings(tile: int) -> tuple[dict[str, str], dict[str, int]]:
+    """The tiled kernel's text parameters and override constants for a tile size (TILES)."""
+    outputs, kt = TILES[tile]
+    return {"TILE": str(tile), "TM": str(outputs), "KT": str(kt)}, {"WG": (tile // outputs) ** 2}
+
+
 def vec4_view_ok(layout: MatMulLayout, nbytes: int) -> bool:
     """B can be read as vec4 in place: unit column stride, 4-aligned k and batch strides."""
     return (layout.b_sn == 1 and layout.b_sk % 4 == 0 and nbytes >= 16
@@ -254,13 +269,18 @@ class MatMulGpu(GpuExecution):
         context = self.backend.context
         variant = resolve_variant(self.force_variant, context) if self.force_variant else kernel_variant(context)
         if variant == "tiled":
-            if WORKGROUP != 64:
-                raise RuntimeError("matmul_tiled.wgsl is written for 64-invocation workgroups")
             layout = MatMulLayout(step)
-            params = self._params(layout, TILE)
+            tile = self.tile(layout)
+            params = self._params(layout, tile)
             blocks = layout.batch_count * params[4] * params[5]
             tensors = [step.inputs[0], step.inputs[1], self._c(layout), self._residual(), *self._outputs()]
-            self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks * 64, text=self._text())
+            text, constants = tile_settings(tile)
+            self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks * constants["WG"],
+                          text={**self._text(), **text}, constants=constants)
+            for other in TILES:  # a resize may pick the other shape: it must compile nothing
+                if other != tile:
+                    text, constants = tile_settings(other)
+                    self.compile(KERNELS[variant], tensors, text={**self._text(), **text}, constants=constants)
             return
         values = step.input_values or []
         if len(values) > 1 and values[1] is not None:  # weights: repacked once, read as vec4
@@ -276,6 +296,17 @@ class MatMulGpu(GpuExecution):
         blocks = layout.batch_count * params[4] * params[5]
         tensors = [step.inputs[0], b, b_vec, self._c(layout), self._residual(), *self._outputs()]
         self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks, text=self._text())
+
+    def tile(self, layout: MatMulLayout) -> int:
+        """The tiled kernel's tile: WGNN_MATMUL_TILE, else 128 for products of at least
+        LARGE_TILE_MIN_TILES such tiles, else 32."""
+        forced = os.environ.get(TILE_ENV, "").strip()
+        if forced:
+            if forced not in {str(t) for t in TILES}:
+                raise WgnnError(f"{TILE_ENV}={forced!r}: expected one of {', '.join(map(str, TILES))}")
+            return int(forced)
+        large = layout.batch_count * -(-layout.m // 128) * -(-layout.n // 128)
+        return 128 if large >= LARGE_TILE_MIN_TILES else 32
 
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
         """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""

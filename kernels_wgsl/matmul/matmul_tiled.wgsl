@@ -1,9 +1,14 @@
 // Y = act(alpha * op(A) @ op(B) + beta * C + R), workgroup-memory tiled for real GPUs: a workgroup
-// of 64 invocations (WG must be 64) computes a 32x32 tile of Y, 4x4 outputs per invocation,
-// staging 32x16 slices of A and B in workgroup memory (zero outside M, N, K) so each element is
-// read from the buffer once per tile instead of once per output.
+// of (TILE / TM)^2 invocations (WG must be that many) computes a TILE x TILE tile of Y, TM x TM
+// outputs per invocation, staging KT x TILE slices of A and B in workgroup memory (zero outside M,
+// N, K) so each element is read from the buffer once per tile instead of once per output.
+// Two shapes (backends/wgpu/matmul.py picks by the product's size): 32x32 tiles of 64 invocations
+// x 4x4 outputs, KT 16; 128x128 tiles of 256 invocations x 8x8, KT 8 (per K step an invocation
+// then reads 4 vec4s of workgroup memory for 64 multiply-adds, against 2 for 16).
+// An invocation's outputs are HALVES x HALVES blocks of 4x4, the blocks TILE / HALVES apart, so
+// that neighbouring invocations read neighbouring vec4s of the staged slices.
 // params: as matmul_blocked.wgsl (slots 0..32, 35, the residual R, and 36..42, Y's strides and
-// a split part's width; 33, 34 unused); 4, 5 count 32-wide tiles.
+// a split part's width; 33, 34 unused); 4, 5 count TILE-wide tiles.
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> c: array<{{T}}>;
@@ -15,10 +20,17 @@
 // include: matmul/epilogue.wgsl
 override WG: u32 = 64u;
 
-const KT = 16;
-// a_tile[k * 8 + r] holds rows 4r..4r+3 of the tile at k; b_tile[k * 8 + q] columns 4q..4q+3.
-var<workgroup> a_tile: array<vec4<{{T}}>, 128>;
-var<workgroup> b_tile: array<vec4<{{T}}>, 128>;
+const TILE = {{TILE}};
+const TM = {{TM}};
+const KT = {{KT}};
+const SIDE = TILE / TM;  // invocations along M and along N
+const THREADS = SIDE * SIDE;
+const HALVES = TM / 4;  // 4x4 blocks of outputs per invocation along M and along N
+const V = TILE / 4;  // vec4s in one k-row of a staged slice
+const LOADS = KT * TILE / THREADS;  // elements of A (and of B) each invocation stages per K step
+// a_tile[k * V + r] holds rows 4r..4r+3 of the tile at k; b_tile[k * V + q] columns 4q..4q+3.
+var<workgroup> a_tile: array<vec4<{{T}}>, KT * V>;
+var<workgroup> b_tile: array<vec4<{{T}}>, KT * V>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -32,8 +44,8 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     if (group >= pu(3u) * tiles_m * tiles_n) {
         return;  // the whole workgroup: uniform, so the barriers below stay in uniform control flow
     }
-    let tm0 = i32((group / tiles_n) % tiles_m) * 32;
-    let tn0 = i32(group % tiles_n) * 32;
+    let tm0 = i32((group / tiles_n) % tiles_m) * TILE;
+    let tn0 = i32(group % tiles_n) * TILE;
     var rest = group / (tiles_n * tiles_m);
     var ao = 0;
     var bo = 0;
@@ -48,48 +60,61 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
         co += coord * p(20u + u32(d));
         yo += coord * p(36u + u32(d));
     }
+    // Consecutive invocations stage consecutive elements of A's contiguous axis: along k when A is
+    // row-major (unit k stride), else along its rows; B along its columns or along k alike.
+    let a_k_fast = p(25u) == 1;
+    let b_k_fast = p(26u) == 1 && p(27u) != 1;
     let l = i32(local);
-    let tr = l / 8;  // this invocation's rows: 4tr..4tr+3 of the tile
-    let tc = l % 8;  // columns 4tc..4tc+3
-    var acc0 = vec4<{{T}}>();
-    var acc1 = vec4<{{T}}>();
-    var acc2 = vec4<{{T}}>();
-    var acc3 = vec4<{{T}}>();
+    let tr = l / SIDE;  // this invocation's rows: h * TILE / HALVES + 4tr .. + 3 for each h
+    let tc = l % SIDE;  // and columns, alike
+    var acc: array<vec4<{{T}}>, TM * HALVES>;  // row h * 4 + i of the block rows, column block g
     for (var k0 = 0; k0 < k_size; k0 += KT) {
-        // 512 elements of each slice, 8 per invocation; consecutive invocations take consecutive
-        // rows (A) / columns (B).
-        for (var q = 0; q < 8; q++) {
-            let e = l + 64 * q;
-            let i = e % 32;
-            let k = e / 32;
-            let kg = k0 + k;
+        for (var q = 0; q < LOADS; q++) {
+            let e = l + THREADS * q;
+            var i = e % TILE;
+            var k = e / TILE;
+            if (a_k_fast) {
+                i = e / KT;
+                k = e % KT;
+            }
             var av = {{T}}();
+            if (k0 + k < k_size && tm0 + i < m_size) {
+                av = a[ao + (tm0 + i) * p(24u) + (k0 + k) * p(25u)];
+            }
+            a_tile[k * V + i / 4][i % 4] = av;
+            var j = e % TILE;
+            var kb = e / TILE;
+            if (b_k_fast) {
+                j = e / KT;
+                kb = e % KT;
+            }
             var bv = {{T}}();
-            if (kg < k_size && tm0 + i < m_size) {
-                av = a[ao + (tm0 + i) * p(24u) + kg * p(25u)];
+            if (k0 + kb < k_size && tn0 + j < n_size) {
+                bv = b[bo + (k0 + kb) * p(26u) + (tn0 + j) * p(27u)];
             }
-            if (kg < k_size && tn0 + i < n_size) {
-                bv = b[bo + kg * p(26u) + (tn0 + i) * p(27u)];
-            }
-            a_tile[k * 8 + i / 4][i % 4] = av;
-            b_tile[k * 8 + i / 4][i % 4] = bv;
+            b_tile[kb * V + j / 4][j % 4] = bv;
         }
         workgroupBarrier();
         for (var k = 0; k < KT; k++) {
-            let av = a_tile[k * 8 + tr];
-            let bv = b_tile[k * 8 + tc];
-            acc0 += av.x * bv;
-            acc1 += av.y * bv;
-            acc2 += av.z * bv;
-            acc3 += av.w * bv;
+            for (var h = 0; h < HALVES; h++) {
+                let av = a_tile[k * V + h * (V / HALVES) + tr];
+                for (var g = 0; g < HALVES; g++) {
+                    let bv = b_tile[k * V + g * (V / HALVES) + tc];
+                    acc[(h * 4) * HALVES + g] += av.x * bv;
+                    acc[(h * 4 + 1) * HALVES + g] += av.y * bv;
+                    acc[(h * 4 + 2) * HALVES + g] += av.z * bv;
+                    acc[(h * 4 + 3) * HALVES + g] += av.w * bv;
+                }
+            }
         }
         workgroupBarrier();
     }
-    let out_base = yo;
-    let m0 = tm0 + tr * 4;
-    let n0 = tn0 + tc * 4;
-    store4(m0, n0, acc0, out_base, co);
-    store4(m0 + 1, n0, acc1, out_base, co);
-    store4(m0 + 2, n0, acc2, out_base, co);
-    store4(m0 + 3, n0, acc3, out_base, co);
+    for (var h = 0; h < HALVES; h++) {
+        for (var i = 0; i < 4; i++) {
+            let m = tm0 + h * (TILE / HALVES) + tr * 4 + i;
+            for (var g = 0; g < HALVES; g++) {
+                store4(m, tn0 + g * (TILE / HALVES) + tc * 4, acc[(h * 4 + i) * HALVES + g], yo, co);
+            }
+        }
+    }
 }

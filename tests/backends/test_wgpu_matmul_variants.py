@@ -2,6 +2,8 @@
 numpy: odd M/N/K, K = 1, vectors, batch broadcasting, constant B (repacked at prepare, read as vec4)
 and run-time B (read as vec4 only where its strides allow), fused bias and activation, integers;
 plus the variant rule, the override and its errors."""
+import math
+
 import numpy as np
 import pytest
 from helpers import Const, check_op, gpu_adapters, session_for
@@ -12,7 +14,7 @@ import wgnn
 pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
 GPUS = [f"wgpu:{a['index']}" for a in gpu_adapters()]
 TOL = {"rtol": 1e-4, "atol": 1e-5}
-VARIANTS = ["blocked", "subgroup", "tiled"]
+VARIANTS = ["blocked", "subgroup", "tiled", "tiled-128"]  # tiled: the 32x32 tiles these shapes get
 rng = np.random.default_rng(7)
 
 
@@ -22,7 +24,10 @@ def r(*shape):
 
 @pytest.fixture(params=VARIANTS)
 def variant(request, monkeypatch):
-    monkeypatch.setenv("WGNN_MATMUL_VARIANT", request.param)
+    kernel, _, tile = request.param.partition("-")
+    monkeypatch.setenv("WGNN_MATMUL_VARIANT", kernel)
+    if tile:
+        monkeypatch.setenv("WGNN_MATMUL_TILE", tile)
     return request.param
 
 
@@ -177,6 +182,59 @@ def test_tuned_variant_is_followed(monkeypatch, tmp_path):
         save_entry(get_context(info["index"]).info, {"variants": {"matmul": "tiled"}})
         assert _paths_for(None, f"wgpu:{info['index']}", monkeypatch) == ["matmul/matmul_tiled.wgsl"]
         assert _paths_for("blocked", f"wgpu:{info['index']}", monkeypatch) == ["matmul/matmul_blocked.wgsl"]
+
+
+@pytest.mark.parametrize("tile", ["32", "128"])
+@pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 1)])
+def test_tiled_kernel_several_tiles(monkeypatch, tile, trans_a, trans_b):
+    """Both tile shapes over several tiles along M, N and the batch, ragged at every edge, K not a
+    multiple of the staged slice; A and B staged along their contiguous axis whether transposed or
+    not; bias, alpha and beta in the epilogue."""
+    monkeypatch.setenv("WGNN_MATMUL_VARIANT", "tiled")
+    monkeypatch.setenv("WGNN_MATMUL_TILE", tile)
+    a = r(21, 133) if trans_a else r(133, 21)
+    b = r(259, 21) if trans_b else r(21, 259)
+    attrs = {"transA": trans_a, "transB": trans_b, "alpha": 0.5, "beta": 2.0}
+    check_op("Gemm", [a, b, r(259)], attrs, opset=13, backends=GPUS, **TOL)
+    check_op("MatMul", [r(2, 1, 70, 37), r(3, 37, 150)], backends=GPUS, **TOL)
+
+
+def test_tile_rule(monkeypatch):
+    """128x128 tiles where a product has at least LARGE_TILE_MIN_TILES of them, else 32x32; the
+    variable forces one; a resize between them compiles nothing (both are compiled at prepare)."""
+    from wgnn.backends.wgpu.loader import pipeline_cache
+    from wgnn.backends.wgpu.matmul import LARGE_TILE_MIN_TILES, MatMulGpu, MatMulLayout, tile_settings
+
+    class Shape:  # what tile() reads of a MatMulLayout
+        def __init__(self, batch, m, n):
+            self.batch_count, self.m, self.n = batch, m, n
+
+    tiles = math.isqrt(LARGE_TILE_MIN_TILES - 1) + 1  # the fewest tiles per side whose square is enough
+    side = 128 * tiles
+    assert MatMulGpu.tile(None, Shape(1, side, side)) == 128
+    assert MatMulGpu.tile(None, Shape(1, side - 128, side - 128)) == 32
+    assert MatMulGpu.tile(None, Shape(LARGE_TILE_MIN_TILES, 100, 100)) == 128
+    monkeypatch.setenv("WGNN_MATMUL_TILE", "32")
+    assert MatMulGpu.tile(None, Shape(1, side, side)) == 32
+    monkeypatch.setenv("WGNN_MATMUL_TILE", "64")
+    with pytest.raises(wgnn.WgnnError, match="WGNN_MATMUL_TILE='64'"):
+        MatMulGpu.tile(None, Shape(1, 8, 8))
+    assert tile_settings(128) == ({"TILE": "128", "TM": "8", "KT": "8"}, {"WG": 256})
+    assert tile_settings(32) == ({"TILE": "32", "TM": "4", "KT": "16"}, {"WG": 64})
+    assert MatMulLayout  # the class tile() is given in a session
+
+    monkeypatch.delenv("WGNN_MATMUL_TILE")
+    monkeypatch.setenv("WGNN_MATMUL_VARIANT", "tiled")
+    monkeypatch.setattr("wgnn.backends.wgpu.matmul.LARGE_TILE_MIN_TILES", 4)  # 256 x 256 takes 128s
+    model, w, bias = _linear_model(19, 300)
+    session = session_for(wgnn.convert(model), GPUS[0])
+    session.run(None, {"x": r(3, 19)})
+    cache = pipeline_cache(session.session.backends[0].context)
+    compiled = cache.compiled
+    for rows in (300, 5):
+        x = r(rows, 19)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], np.maximum(x @ w + bias, 0), **TOL)
+    assert cache.compiled == compiled
 
 
 def test_bad_override_is_an_error(monkeypatch):

@@ -29,17 +29,23 @@ def test_quick_check_through_the_script(tmp_path):
     report = (out / "report.md").read_text()
     assert report == done.stdout
     for name in ("adapters", "kernels", "bench mobilenetv2 32", "peers 32", "tune", "conform",
-                 "knob WGNN_DWPW_BLOCK=2x4 mobilenetv2 32"):
+                 "knob WGNN_DWPW_BLOCK=2x4 mobilenetv2 32",
+                 "knob WGNN_MATMUL_VARIANT=tiled WGNN_MATMUL_TILE=32 MatMul-128^3"):
         assert f"### {name}: exit 0, " in report, name
     kernels = json.loads((out / "kernels.json").read_text())
     matmuls = [k for k in kernels["adapters"][0]["kernels"] if k["op"] == "MatMul"]
     assert matmuls and f"best {max(matmuls, key=lambda k: k['gflops'])['case']} " in report
     [bench] = json.loads((out / "bench.json").read_text())
     assert bench["step"] == "bench mobilenetv2 32" and bench["env"] == {}
-    [knob] = json.loads((out / "knobs.json").read_text())
+    # The first knob of each variable (the conv paths' resnet is not built in the quick check)
+    knob, tile = json.loads((out / "knobs.json").read_text())
     assert knob["env"] == {"WGNN_DWPW_BLOCK": "2x4"} and knob["dispatches"] == bench["dispatches"]
     assert (f"| WGNN_DWPW_BLOCK=2x4 | mobilenetv2 32 | {knob['latency_ms']['median']:.3f} | "
             f"{knob['per_op']['total_ms']:.3f} |") in report
+    assert tile["env"] == {"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": "32"}
+    [case] = tile["adapters"][0]["kernels"]
+    assert case["case"] == "MatMul 128^3" and case["kernels"] == ["matmul/matmul_tiled.wgsl"]
+    assert f"| WGNN_MATMUL_VARIANT=tiled WGNN_MATMUL_TILE=32 | MatMul-128^3 ({case['gflops']:.1f}" in report
     assert bench["input_shapes"] == {"input": [1, 3, 32, 32]} and bench["per_op"]["rows"]
     assert f"| mobilenetv2 | 32 | {bench['adapter']} | {bench['latency_ms']['median']:.3f} |" in report
     peers = (out / "peers.md").read_text()
@@ -81,3 +87,14 @@ def test_summary_marks_failed_models(tmp_path):
     lines = gpu_check.summary(steps, tmp_path)
     assert "- kernels: no result (see below)" in lines
     assert "| resnet | 224 | - | failed | | | |" in lines
+
+
+def test_gemm_line_against_the_datasheet():
+    kernels = {"adapters": [{"adapter": "NVIDIA H200 (Vulkan)", "fma": {"gflops": 50000.0}, "kernels": [
+        {"op": "MatMul", "case": "MatMul 4096^3", "gflops": 26800.0, "peak_fraction": 0.536,
+         "kernels": ["matmul/matmul_tiled.wgsl"]},
+        {"op": "MatMul", "case": "MatMul 1024^3", "gflops": 9000.0, "peak_fraction": 0.18, "kernels": []}]}]}
+    [line] = gpu_check.gemm_line(kernels)
+    assert line == ("- NVIDIA H200 (Vulkan): FMA peak 50000.0 GFLOP/s; best MatMul 4096^3 26800.0 GFLOP/s = 54% of "
+                    "it, 40% of the datasheet's 67 TFLOP/s (matmul/matmul_tiled.wgsl)")
+    assert gpu_check.datasheet_peak("NVIDIA H100 PCIe") == 51000 and gpu_check.datasheet_peak("llvmpipe") is None
