@@ -43,7 +43,8 @@ DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup 
 KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4", "2x2", "1x2", "1x1")] + [
     ({"WGNN_CONV_PATH": path}, ("resnet", 224)) for path in ("direct", "gemm1x1", "winograd2", "winograd4")] + [
     ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
-    for tile in ("32", "128")]
+    for tile in ("32", "128")] + [
+    ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")]
 QUICK_KERNEL_CASE = "MatMul 128^3"
 OUTPUT_CHARS = 6000  # of a step's output kept in report.md (the tail)
 MIN_STEP_S = 5.0  # a step is not started with less time than this left

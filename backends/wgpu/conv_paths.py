@@ -617,21 +617,33 @@ def weights_binding(ex, key: str, source: np.ndarray, pack, *, half: bool, bindi
     execution's packed constant `key`, and the WGSL declaration of binding `binding`, `var`.
     On CPU adapters 32-bit weights that fit go in a uniform buffer: lavapipe loads a uniform vec4
     about 3x faster than a storage one (docs/performance.md); a uniform array's elements are 16
-    bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers: these kernels index
-    weights per invocation, which serialises constant-cache reads there."""
+    bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers: most of these kernels
+    index weights per invocation, which serialises constant-cache reads there (the dwpw kernels
+    read the same weight in every invocation at once, which a constant cache broadcasts:
+    WGNN_CONV_WEIGHTS=uniform measures that; tools/gpu_check.py's knobs do)."""
     from .backend import UNIFORM_ARRAY_BYTES
 
-    uniform = (ex.backend.context.info.adapter_type == "CPU" and not half and forced_weights() != "storage"
-               and source.size * 4 <= UNIFORM_ARRAY_BYTES and np.asarray(pack(source)).size * 4 <= UNIFORM_ARRAY_BYTES)
+    placement = forced_weights()
+    wanted = placement == "uniform" or (placement == "auto" and ex.backend.context.info.adapter_type == "CPU")
+    uniform = (wanted and not half and source.size * 4 <= UNIFORM_ARRAY_BYTES
+               and np.asarray(pack(source)).size * 4 <= UNIFORM_ARRAY_BYTES)
     name = ex.packed_constant(key, source, half_packer(pack) if half else pack, uniform=uniform)
     variable = (f"var<uniform> {var}: array<vec4<f32>, {UNIFORM_ARRAY_BYTES // 16}>" if uniform
                 else f"var<storage, read_write> {var}: array<vec4<{'f16' if half else 'f32'}>>")
     return name, f"@group(0) @binding({binding}) {variable};"
 
 
+WEIGHT_PLACEMENTS = ("auto", "storage", "uniform")
+
+
 def forced_weights() -> str:
-    """WGNN_CONV_WEIGHTS=storage keeps every conv's weights in storage buffers (for A/B runs)."""
-    return os.environ.get("WGNN_CONV_WEIGHTS", "auto")
+    """WGNN_CONV_WEIGHTS (for A/B runs): storage keeps every conv's weights in storage buffers;
+    uniform puts 32-bit ones that fit in uniform buffers on any adapter; auto (the default) does
+    that on CPU adapters only."""
+    value = os.environ.get("WGNN_CONV_WEIGHTS", "").strip() or "auto"
+    if value not in WEIGHT_PLACEMENTS:
+        raise WgnnError(f"WGNN_CONV_WEIGHTS={value!r}: expected one of {', '.join(WEIGHT_PLACEMENTS)}")
+    return value
 
 
 def prepare_gemm1x1(ex, epilogue: list) -> None:

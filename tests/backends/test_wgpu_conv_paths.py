@@ -391,12 +391,13 @@ def weight_bindings(session) -> dict[str, str]:
     return {name: backend.binding_kind(name, False) for name in backend.packed if "weights" in name}
 
 
-@pytest.mark.parametrize("weights", ["auto", "storage"])
+@pytest.mark.parametrize("weights", ["auto", "storage", "uniform"])
 @pytest.mark.parametrize("path, kernel, cout, group", [("gemm1x1", (1, 1), 7, 1), ("direct", (3, 3), 9, 1),
                                                        ("direct", (3, 3), 6, 6), ("direct", (1, 3), 5, 1)])
 def test_weights_in_uniform_buffers_on_cpu_adapters(monkeypatch, weights, path, kernel, cout, group):
     """Small 32-bit weights are bound as uniform buffers on CPU adapters (WGNN_CONV_WEIGHTS=storage
-    keeps storage buffers); results match onnxruntime either way, bias or none."""
+    keeps storage buffers, =uniform takes uniform ones on any adapter); results match onnxruntime
+    either way, bias or none."""
     monkeypatch.setenv("WGNN_CONV_PATH", path)
     monkeypatch.setenv("WGNN_CONV_WEIGHTS", weights)
     attrs = {"pads": [1, 1, 1, 1]} if kernel == (3, 3) else {}
@@ -406,8 +407,16 @@ def test_weights_in_uniform_buffers_on_cpu_adapters(monkeypatch, weights, path, 
         for adapter in gpu_adapters():
             session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu",), adapter=adapter["index"]))
             session.run(None, feeds)
-            uniform = weights == "auto" and adapter["adapter_type"] == "CPU"
+            uniform = weights == "uniform" or (weights == "auto" and adapter["adapter_type"] == "CPU")
             assert set(weight_bindings(session).values()) == {"uniform" if uniform else "storage"}
+
+
+def test_unknown_weight_placement_is_an_error(monkeypatch):
+    monkeypatch.setenv("WGNN_CONV_WEIGHTS", "constant")
+    model, feeds = case((1, 4, 5, 6), 4, (3, 3), {"pads": [1, 1, 1, 1]})
+    with pytest.raises(wgnn.WgnnError, match="WGNN_CONV_WEIGHTS='constant': expected one of auto, storage, uniform"):
+        session = wgnn.InferenceSession(model, config=wgnn.Config(providers=("wgpu", "numpy"), adapter=ADAPTERS[0]))
+        session.run(None, feeds)
 
 
 def test_weights_past_the_uniform_limit_stay_in_storage():
