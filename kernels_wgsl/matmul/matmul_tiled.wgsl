@@ -28,9 +28,12 @@ const THREADS = SIDE * SIDE;
 const HALVES = TM / 4;  // 4x4 blocks of outputs per invocation along M and along N
 const V = TILE / 4;  // vec4s in one k-row of a staged slice
 const LOADS = KT * TILE / THREADS;  // elements of A (and of B) each invocation stages per K step
-// a_tile[k * V + r] holds rows 4r..4r+3 of the tile at k; b_tile[k * V + q] columns 4q..4q+3.
-var<workgroup> a_tile: array<vec4<{{T}}>, KT * V>;
-var<workgroup> b_tile: array<vec4<{{T}}>, KT * V>;
+// One vec4 of padding per k-row: invocations staging consecutive k (an operand contiguous along k)
+// then write to different banks of workgroup memory, not all to one.
+const ROW = V + 1;
+// a_tile[k * ROW + r] holds rows 4r..4r+3 of the tile at k; b_tile[k * ROW + q] columns 4q..4q+3.
+var<workgroup> a_tile: array<vec4<{{T}}>, KT * ROW>;
+var<workgroup> b_tile: array<vec4<{{T}}>, KT * ROW>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -81,7 +84,7 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
             if (k0 + k < k_size && tm0 + i < m_size) {
                 av = a[ao + (tm0 + i) * p(24u) + (k0 + k) * p(25u)];
             }
-            a_tile[k * V + i / 4][i % 4] = av;
+            a_tile[k * ROW + i / 4][i % 4] = av;
             var j = e % TILE;
             var kb = e / TILE;
             if (b_k_fast) {
@@ -92,14 +95,14 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
             if (k0 + kb < k_size && tn0 + j < n_size) {
                 bv = b[bo + (k0 + kb) * p(26u) + (tn0 + j) * p(27u)];
             }
-            b_tile[kb * V + j / 4][j % 4] = bv;
+            b_tile[kb * ROW + j / 4][j % 4] = bv;
         }
         workgroupBarrier();
         for (var k = 0; k < KT; k++) {
             for (var h = 0; h < HALVES; h++) {
-                let av = a_tile[k * V + h * (V / HALVES) + tr];
+                let av = a_tile[k * ROW + h * (V / HALVES) + tr];
                 for (var g = 0; g < HALVES; g++) {
-                    let bv = b_tile[k * V + g * (V / HALVES) + tc];
+                    let bv = b_tile[k * ROW + g * (V / HALVES) + tc];
                     acc[(h * 4) * HALVES + g] += av.x * bv;
                     acc[(h * 4 + 1) * HALVES + g] += av.y * bv;
                     acc[(h * 4 + 2) * HALVES + g] += av.z * bv;
