@@ -1,15 +1,17 @@
 """Issue 4's real-GPU checks in one run, for a machine with a GPU driver that is lent for minutes
 (the `device` tool): the kernel micro-benchmarks as fractions of the measured peak, the zoo models'
-latency and per-op GPU time at 32x32 and 224x224, the peers side by side on the same GPU, and
-conformance on that GPU. Every step runs in a subprocess under its share of a time budget, so a
-step that hangs or crashes costs its own figures only.
+latency and per-op GPU time at 32x32 and 224x224, the peers side by side on the same GPU, what
+`wgnn tune` measures there, conformance on that GPU, and the choices whose real-GPU rules are
+estimates, each forced in turn (KNOBS). Every step runs in a subprocess under its share of a time
+budget, so a step that hangs or crashes costs its own figures only.
 
     python -m wgnn.tools.gpu_check --out DIR [--adapter A] [--budget SECONDS] [--quick]
     bash tools/gpu_check.sh        # on the lent machine: installs what was carried, then the above
 
 DIR receives (at most 8 files, as many as the device tool brings back):
-    report.md               the summary (GEMM's share of the FMA peak, model medians, the peers'
-                            ratios, conformance counts), then each step's command, status, time
+    report.md               the summary (GEMM's share of the FMA peak and of the datasheet's,
+                            model medians, the peers' ratios, what tune chose, conformance
+                            counts, the forced choices), then each step's command, status, time
                             and output
     kernels.json            `wgnn bench --kernels --json`
     bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size
