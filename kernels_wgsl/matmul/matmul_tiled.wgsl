@@ -35,6 +35,15 @@ const ROW = V + 1;
 var<workgroup> a_tile: array<vec4<{{T}}>, KT * ROW>;
 var<workgroup> b_tile: array<vec4<{{T}}>, KT * ROW>;
 
+// Element e of a staged KT x TILE slice: (its row of A or column of B in the tile, its k), with k
+// running fastest where the operand is contiguous along k.
+fn slot(e: i32, k_fast: bool) -> vec2<i32> {
+    if (k_fast) {
+        return vec2<i32>(e / KT, e % KT);
+    }
+    return vec2<i32>(e % TILE, e / TILE);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -74,28 +83,18 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     for (var k0 = 0; k0 < k_size; k0 += KT) {
         for (var q = 0; q < LOADS; q++) {
             let e = l + THREADS * q;
-            var i = e % TILE;
-            var k = e / TILE;
-            if (a_k_fast) {
-                i = e / KT;
-                k = e % KT;
-            }
+            let sa = slot(e, a_k_fast);
             var av = {{T}}();
-            if (k0 + k < k_size && tm0 + i < m_size) {
-                av = a[ao + (tm0 + i) * p(24u) + (k0 + k) * p(25u)];
+            if (k0 + sa.y < k_size && tm0 + sa.x < m_size) {
+                av = a[ao + (tm0 + sa.x) * p(24u) + (k0 + sa.y) * p(25u)];
             }
-            a_tile[k * ROW + i / 4][i % 4] = av;
-            var j = e % TILE;
-            var kb = e / TILE;
-            if (b_k_fast) {
-                j = e / KT;
-                kb = e % KT;
-            }
+            a_tile[sa.y * ROW + sa.x / 4][sa.x % 4] = av;
+            let sb = slot(e, b_k_fast);
             var bv = {{T}}();
-            if (k0 + kb < k_size && tn0 + j < n_size) {
-                bv = b[bo + (k0 + kb) * p(26u) + (tn0 + j) * p(27u)];
+            if (k0 + sb.y < k_size && tn0 + sb.x < n_size) {
+                bv = b[bo + (k0 + sb.y) * p(26u) + (tn0 + sb.x) * p(27u)];
             }
-            b_tile[kb * ROW + j / 4][j % 4] = bv;
+            b_tile[sb.y * ROW + sb.x / 4][sb.x % 4] = bv;
         }
         workgroupBarrier();
         for (var k = 0; k < KT; k++) {
