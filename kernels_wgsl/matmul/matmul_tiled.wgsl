@@ -6,7 +6,8 @@
 // x 4x4 outputs, KT 16; 128x128 tiles of 256 invocations x 8x8, KT 8 (per K step an invocation
 // then reads 4 vec4s of workgroup memory for 64 multiply-adds, against 2 for 16).
 // An invocation's outputs are HALVES x HALVES blocks of 4x4, the blocks TILE / HALVES apart, so
-// that neighbouring invocations read neighbouring vec4s of the staged slices.
+// that neighbouring invocations read neighbouring vec4s of the staged slices. Each invocation
+// fetches its share of the next slice into registers while the current one's products run.
 // params: as matmul_blocked.wgsl (slots 0..32, 35, the residual R, and 36..42, Y's strides and
 // a split part's width; 33, 34 unused); 4, 5 count TILE-wide tiles.
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
@@ -44,11 +45,27 @@ fn slot(e: i32, k_fast: bool) -> vec2<i32> {
     return vec2<i32>(e % TILE, e / TILE);
 }
 
+// Element e of A's staged slice at k0 (rows from tm0 of the matrix at ao), zero outside M and K.
+fn fetch_a(e: i32, k0: i32, tm0: i32, ao: i32, k_fast: bool) -> {{T}} {
+    let s = slot(e, k_fast);
+    if (k0 + s.y < p(2u) && tm0 + s.x < p(0u)) {
+        return a[ao + (tm0 + s.x) * p(24u) + (k0 + s.y) * p(25u)];
+    }
+    return {{T}}();
+}
+
+// Element e of B's staged slice at k0 (columns from tn0 of the matrix at bo), zero outside N and K.
+fn fetch_b(e: i32, k0: i32, tn0: i32, bo: i32, k_fast: bool) -> {{T}} {
+    let s = slot(e, k_fast);
+    if (k0 + s.y < p(2u) && tn0 + s.x < p(1u)) {
+        return b[bo + (k0 + s.y) * p(26u) + (tn0 + s.x) * p(27u)];
+    }
+    return {{T}}();
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
-    let m_size = p(0u);
-    let n_size = p(1u);
     let k_size = p(2u);
     let tiles_m = pu(4u);
     let tiles_n = pu(5u);
@@ -80,23 +97,28 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     let tr = l / SIDE;  // this invocation's rows: h * TILE / HALVES + 4tr .. + 3 for each h
     let tc = l % SIDE;  // and columns, alike
     var acc: array<vec4<{{T}}>, TM * HALVES>;  // row h * 4 + i of the block rows, column block g
+    // This invocation's share of the next slices, fetched into registers one slice ahead: the
+    // loads of slice k0 + KT are in flight while slice k0's products run.
+    var next_a: array<{{T}}, LOADS>;
+    var next_b: array<{{T}}, LOADS>;
+    for (var q = 0; q < LOADS; q++) {
+        next_a[q] = fetch_a(l + THREADS * q, 0, tm0, ao, a_k_fast);
+        next_b[q] = fetch_b(l + THREADS * q, 0, tn0, bo, b_k_fast);
+    }
     for (var k0 = 0; k0 < k_size; k0 += KT) {
         for (var q = 0; q < LOADS; q++) {
-            let e = l + THREADS * q;
-            let sa = slot(e, a_k_fast);
-            var av = {{T}}();
-            if (k0 + sa.y < k_size && tm0 + sa.x < m_size) {
-                av = a[ao + (tm0 + sa.x) * p(24u) + (k0 + sa.y) * p(25u)];
-            }
-            a_tile[sa.y * ROW + sa.x / 4][sa.x % 4] = av;
-            let sb = slot(e, b_k_fast);
-            var bv = {{T}}();
-            if (k0 + sb.y < k_size && tn0 + sb.x < n_size) {
-                bv = b[bo + (k0 + sb.y) * p(26u) + (tn0 + sb.x) * p(27u)];
-            }
-            b_tile[sb.y * ROW + sb.x / 4][sb.x % 4] = bv;
+            let sa = slot(l + THREADS * q, a_k_fast);
+            a_tile[sa.y * ROW + sa.x / 4][sa.x % 4] = next_a[q];
+            let sb = slot(l + THREADS * q, b_k_fast);
+            b_tile[sb.y * ROW + sb.x / 4][sb.x % 4] = next_b[q];
         }
         workgroupBarrier();
+        if (k0 + KT < k_size) {
+            for (var q = 0; q < LOADS; q++) {
+                next_a[q] = fetch_a(l + THREADS * q, k0 + KT, tm0, ao, a_k_fast);
+                next_b[q] = fetch_b(l + THREADS * q, k0 + KT, tn0, bo, b_k_fast);
+            }
+        }
         for (var k = 0; k < KT; k++) {
             for (var h = 0; h < HALVES; h++) {
                 let av = a_tile[k * ROW + h * (V / HALVES) + tr];
