@@ -1,9 +1,10 @@
-"""Issue 4's real-GPU checks in one run, for a machine with a GPU driver that is lent for minutes
-(the `device` tool): the kernel micro-benchmarks as fractions of the measured peak, the zoo models'
-latency and per-op GPU time at 32x32 and 224x224, the peers side by side on the same GPU, what
-`wgnn tune` measures there, conformance on that GPU, and the choices whose real-GPU rules are
-estimates, each forced in turn (KNOBS). Every step runs in a subprocess under its share of a time
-budget, so a step that hangs or crashes costs its own figures only.
+"""wgnn's speed and conformance checks on a real GPU in one run, for a machine with a GPU driver
+that is lent for minutes (as the project's `device` tool lends one): the kernel micro-benchmarks
+as fractions of the measured peak, the zoo models' latency and per-op GPU time at 32x32 and
+224x224, the peers side by side on the same GPU, what `wgnn tune` measures there, conformance on
+that GPU, and the choices whose real-GPU rules are estimates, each forced in turn (KNOBS). Every
+step runs in a subprocess under its share of a time budget, so a step that hangs or crashes costs
+its own figures only.
 
     python -m wgnn.tools.gpu_check --out DIR [--adapter A] [--budget SECONDS] [--quick]
     bash tools/gpu_check.sh        # on the lent machine: installs what was carried, then the above

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4's real-GPU checks on a machine lent with a GPU (the `device` tool), in one command:
+# wgnn's real-GPU checks on a machine lent with a GPU (the `device` tool), in one command:
 # installs what tools/gpu_check_prepare.sh fetched here into .gl (Vulkan/EGL loaders) and .whl
 # (wheels the machine lacks), installs wgnn from this checkout, then runs
 # `python -m wgnn.tools.gpu_check` into $OUT (report.md first). Arguments go to gpu_check.
