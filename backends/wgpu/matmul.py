@@ -225,6 +225,18 @@ def pack_b(b: np.ndarray, trans_b: int, columns: int, perm: list[int] | None = N
     return out
 
 
+def choose_tile(layout: MatMulLayout) -> int:
+    """The tiled kernel's tile: WGNN_MATMUL_TILE, else 128 for products of at least
+    LARGE_TILE_MIN_TILES such tiles, else 32."""
+    forced = os.environ.get(TILE_ENV, "").strip()
+    if forced:
+        if forced not in {str(t) for t in TILES}:
+            raise WgnnError(f"{TILE_ENV}={forced!r}: expected one of {', '.join(map(str, TILES))}")
+        return int(forced)
+    large = layout.batch_count * -(-layout.m // 128) * -(-layout.n // 128)
+    return 128 if large >= LARGE_TILE_MIN_TILES else 32
+
+
 def tile_settings(tile: int) -> tuple[dict[str, str], dict[str, int]]:
     """The tiled kernel's text parameters and override constants for a tile size (TILES)."""
     outputs, kt = TILES[tile]
@@ -270,7 +282,7 @@ class MatMulGpu(GpuExecution):
         variant = resolve_variant(self.force_variant, context) if self.force_variant else kernel_variant(context)
         if variant == "tiled":
             layout = MatMulLayout(step)
-            tile = self.tile(layout)
+            tile = choose_tile(layout)
             params = self._params(layout, tile)
             blocks = layout.batch_count * params[4] * params[5]
             tensors = [step.inputs[0], step.inputs[1], self._c(layout), self._residual(), *self._outputs()]
@@ -296,17 +308,6 @@ class MatMulGpu(GpuExecution):
         blocks = layout.batch_count * params[4] * params[5]
         tensors = [step.inputs[0], b, b_vec, self._c(layout), self._residual(), *self._outputs()]
         self.dispatch(KERNELS[variant], tensors, self._tail(params, layout), blocks, text=self._text())
-
-    def tile(self, layout: MatMulLayout) -> int:
-        """The tiled kernel's tile: WGNN_MATMUL_TILE, else 128 for products of at least
-        LARGE_TILE_MIN_TILES such tiles, else 32."""
-        forced = os.environ.get(TILE_ENV, "").strip()
-        if forced:
-            if forced not in {str(t) for t in TILES}:
-                raise WgnnError(f"{TILE_ENV}={forced!r}: expected one of {', '.join(map(str, TILES))}")
-            return int(forced)
-        large = layout.batch_count * -(-layout.m // 128) * -(-layout.n // 128)
-        return 128 if large >= LARGE_TILE_MIN_TILES else 32
 
     def _packed_b(self, value: np.ndarray) -> tuple[MatMulLayout, str, str | None]:
         """Layout, B's packed tensor and its vec4 view (None when under 16 bytes)."""

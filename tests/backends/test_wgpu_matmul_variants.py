@@ -203,25 +203,24 @@ def test_tile_rule(monkeypatch):
     """128x128 tiles where a product has at least LARGE_TILE_MIN_TILES of them, else 32x32; the
     variable forces one; a resize between them compiles nothing (both are compiled at prepare)."""
     from wgnn.backends.wgpu.loader import pipeline_cache
-    from wgnn.backends.wgpu.matmul import LARGE_TILE_MIN_TILES, MatMulGpu, MatMulLayout, tile_settings
+    from wgnn.backends.wgpu.matmul import LARGE_TILE_MIN_TILES, choose_tile, tile_settings
 
-    class Shape:  # what tile() reads of a MatMulLayout
+    class Shape:  # what choose_tile reads of a MatMulLayout
         def __init__(self, batch, m, n):
             self.batch_count, self.m, self.n = batch, m, n
 
     tiles = math.isqrt(LARGE_TILE_MIN_TILES - 1) + 1  # the fewest tiles per side whose square is enough
     side = 128 * tiles
-    assert MatMulGpu.tile(None, Shape(1, side, side)) == 128
-    assert MatMulGpu.tile(None, Shape(1, side - 128, side - 128)) == 32
-    assert MatMulGpu.tile(None, Shape(LARGE_TILE_MIN_TILES, 100, 100)) == 128
+    assert choose_tile(Shape(1, side, side)) == 128
+    assert choose_tile(Shape(1, side - 128, side - 128)) == 32
+    assert choose_tile(Shape(LARGE_TILE_MIN_TILES, 100, 100)) == 128
     monkeypatch.setenv("WGNN_MATMUL_TILE", "32")
-    assert MatMulGpu.tile(None, Shape(1, side, side)) == 32
+    assert choose_tile(Shape(1, side, side)) == 32
     monkeypatch.setenv("WGNN_MATMUL_TILE", "64")
     with pytest.raises(wgnn.WgnnError, match="WGNN_MATMUL_TILE='64'"):
-        MatMulGpu.tile(None, Shape(1, 8, 8))
+        choose_tile(Shape(1, 8, 8))
     assert tile_settings(128) == ({"TILE": "128", "TM": "8", "KT": "8"}, {"WG": 256})
     assert tile_settings(32) == ({"TILE": "32", "TM": "4", "KT": "16"}, {"WG": 64})
-    assert MatMulLayout  # the class tile() is given in a session
 
     monkeypatch.delenv("WGNN_MATMUL_TILE")
     monkeypatch.setenv("WGNN_MATMUL_VARIANT", "tiled")
