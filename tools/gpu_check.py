@@ -49,6 +49,7 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     for tile in ("32", "128")] + [
     ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")]
 QUICK_KERNEL_CASE = "MatMul 128^3"
+GATHERED = ("bench.json", "knobs.json")  # result files of several steps (write_results)
 OUTPUT_CHARS = 6000  # of a step's output kept in report.md (the tail)
 MIN_STEP_S = 5.0  # a step is not started with less time than this left
 
@@ -293,6 +294,21 @@ def nvidia_smi() -> list[str]:
     return [f"nvidia-smi: {line.strip()}" for line in done.stdout.splitlines() if line.strip()]
 
 
+def write_results(steps: list[Step], out: Path) -> None:
+    """Each step's JSON into its file: in GATHERED files a list of the results of the steps sharing
+    it, each with its step's name and settings; in the others the one step's result as printed."""
+    for name in dict.fromkeys(step.json_file for step in steps if step.json_file):
+        sharing = [step for step in steps if step.json_file == name]
+        if name in GATHERED:
+            result = [{"step": step.name, "env": step.env, **step.result} for step in sharing
+                      if step.result is not None]
+        elif sharing[0].result is not None:
+            result = sharing[0].result
+        else:
+            continue
+        (out / name).write_text(json.dumps(result, indent=1) + "\n")
+
+
 def check(out: Path, *, adapter: str | None = None, budget_s: float = DEFAULT_BUDGET_S, quick: bool = False) -> Path:
     """Run every step into out; returns report.md's path."""
     out.mkdir(parents=True, exist_ok=True)
@@ -303,13 +319,7 @@ def check(out: Path, *, adapter: str | None = None, budget_s: float = DEFAULT_BU
             models = {key: path for key, path in models.items() if key == ("mobilenetv2", 32)}
         steps = plan(out, models, adapter, quick)
         run_steps(steps, budget_s)
-    for step in steps:
-        if step.json_file in ("kernels.json", "tune.json") and step.result is not None:
-            (out / step.json_file).write_text(json.dumps(step.result, indent=1) + "\n")
-    for listed in ("bench.json", "knobs.json"):  # one result per step, with the step's name and settings
-        results = [{"step": step.name, "env": step.env, **step.result} for step in steps
-                   if step.json_file == listed and step.result is not None]
-        (out / listed).write_text(json.dumps(results, indent=1) + "\n")
+    write_results(steps, out)
     peers = [(out / name).read_text() for name in ("peers-32.md", "peers-224.md") if (out / name).exists()]
     for name in ("peers-32.md", "peers-224.md", "conform/conform.html"):  # the JSON holds the HTML's data
         (out / name).unlink(missing_ok=True)

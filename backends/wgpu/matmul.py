@@ -233,8 +233,9 @@ def choose_tile(layout: MatMulLayout) -> int:
         if forced not in {str(t) for t in TILES}:
             raise WgnnError(f"{TILE_ENV}={forced!r}: expected one of {', '.join(map(str, TILES))}")
         return int(forced)
-    large = layout.batch_count * -(-layout.m // 128) * -(-layout.n // 128)
-    return 128 if large >= LARGE_TILE_MIN_TILES else 32
+    large, small = max(TILES), min(TILES)
+    tiles = layout.batch_count * -(-layout.m // large) * -(-layout.n // large)
+    return large if tiles >= LARGE_TILE_MIN_TILES else small
 
 
 def tile_settings(tile: int) -> tuple[dict[str, str], dict[str, int]]:
