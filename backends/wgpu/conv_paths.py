@@ -14,6 +14,10 @@ Paths (all with bias, residual and fused activation in the epilogue):
   x 16 pixels per invocation (gemm1x1_nc4hw4.wgsl).
 - "winograd2" / "winograd4": 3x3, stride 1, dilation 1, one group: Winograd F(2,3) / F(4,3) in
   three dispatches (conv_winograd.py).
+- "tiled": one group, any kernel / strides / dilations / pads: an implicit GEMM (im2col on the
+  fly) tiled in workgroup memory for real GPUs, 64 output pixels x 16 output slices per workgroup
+  of 64 invocations (conv_tiled_nc4hw4.wgsl). Its barriers make it the slowest path on lavapipe
+  (each one switches every invocation of the workgroup), which the cost model's barrier price says.
 
 The cost model (in the spirit of MNN's bestWinogradUnit, which weighs memory traffic over
 multiplies) counts for every kernel of a candidate its invocations x (vec4 loads, vec4 stores,
@@ -49,7 +53,10 @@ PATH_ENV = "WGNN_CONV_PATH"
 # A resize keeps a conv's path (and direct kernel) while its estimate is within this factor of the
 # best one's: switching repacks the weights into another buffer, for a gain within the model's error.
 STICKY = 1.5
-PATH_CHOICES = ("auto", "direct", "gemm1x1", "winograd", "winograd2", "winograd4")
+PATH_CHOICES = ("auto", "direct", "gemm1x1", "winograd", "winograd2", "winograd4", "tiled")
+# conv_tiled_nc4hw4.wgsl's tile (fixed in its text): output pixels x output slices per workgroup of
+# TILED_PIXELS invocations, and input slices per K step.
+TILED_PIXELS, TILED_SLICES, TILED_CHUNK = 64, 16, 4
 NC4HW4_PIXELS = 8  # output pixels along W per invocation of the direct kernels
 # Kernels with a 16-bit arithmetic variant, and the type their sums run in there. The GEMM-like
 # kernels sum taps x input channels products (576 for 3x3 64->64): measured on lavapipe against
@@ -100,6 +107,9 @@ class CostWeights:
     workgroup: int = 64  # invocations per workgroup (tuning.preferred_workgroup): a worker runs whole ones
     uniform_load_ns: float | None = None  # one vec4 weight load from a uniform buffer (None: as load_ns)
     wake_us: float = 0.0  # microseconds per busy worker past the first: an idle worker thread's start
+    shared_load_ns: float | None = None  # one vec4 read or write of workgroup memory (None: as load_ns)
+    barrier_ns: float = 0.0  # one workgroup barrier, per invocation
+    workgroup_memory: bool = True  # whether kernels tiled in workgroup memory are candidates (offers_tiled)
 
 
 # lavapipe / llvmpipe (CPU adapters): `python -m wgnn.tools.fit_conv_cost` (docs/performance.md),
@@ -118,10 +128,18 @@ class CostWeights:
 # picked and the direct conv4 runs 1.05-1.2x faster (its transforms grow costlier past the caches
 # than their counts say).
 CPU_WEIGHTS = CostWeights(dispatch_us=34.6, wake_us=36.3, invocation_ns=2.81, load_ns=3.27, store_ns=8.0,
-                          fma_ns=0.23, uniform_load_ns=1.6)
+                          fma_ns=0.23, uniform_load_ns=1.6, barrier_ns=150.0, workgroup_memory=False)
+# barrier_ns: lavapipe switches every invocation of a workgroup at a barrier. Fitted by hand to the
+# tiled path forced on zoo:resnet at 224 (WGNN_CONV_PATH=tiled wgnn bench --per-op; the other
+# prices as above): its 16->16 3x3 convs at 56x56 9.7-10.3 ms (conv4: 1.2-1.4 ms), predicted 9.6;
+# 16->32 stride 2 2.8 ms (2.55), 32->32 5.5 (5.1), the 7x7 stem 223 (209). With whole tiles it
+# does better than predicted: 64->64 at 56x56 38.9 ms against conv4's 20.3 (`wgnn bench --kernels
+# --case "Conv 3x3 64->64 @56"`; predicted 3x). The fit tool leaves the tiled path out: on CPU
+# adapters it is a candidate only when forced.
 # Real GPUs: memory traffic still dominates but loads mostly hit caches and dispatches are cheap;
 # an estimate, not a measurement (no such adapter here).
-GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, store_ns=0.003, fma_ns=0.0004)
+GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, store_ns=0.003, fma_ns=0.0004,
+                          shared_load_ns=0.0005, barrier_ns=0.005)
 
 
 def adapter_weights(context) -> CostWeights:
@@ -142,11 +160,15 @@ class KernelCost:
     stores: float
     fmas: float
     uniform_loads: float = 0.0  # per invocation, vec4 weight loads from a uniform buffer
+    shared_loads: float = 0.0  # per invocation, vec4 reads and writes of workgroup memory
+    barriers: float = 0.0  # per invocation
 
     def ns(self, w: CostWeights) -> float:
         uniform_ns = w.load_ns if w.uniform_load_ns is None else w.uniform_load_ns
+        shared_ns = w.load_ns if w.shared_load_ns is None else w.shared_load_ns
         return self.invocations * (w.invocation_ns + self.loads * w.load_ns + self.uniform_loads * uniform_ns
-                                   + self.stores * w.store_ns + self.fmas * w.fma_ns)
+                                   + self.stores * w.store_ns + self.fmas * w.fma_ns
+                                   + self.shared_loads * shared_ns + self.barriers * w.barrier_ns)
 
 
 def weight_loads(step: Step, loads: float) -> dict[str, float]:
@@ -182,8 +204,15 @@ def dw3x3s2(geo: dict) -> bool:
     return geo["kernel"] == [3, 3] and geo["strides"] == [2, 2] and geo["dilations"] == [1, 1]
 
 
-def candidates(step: Step, kind: str) -> list[str]:
-    """The paths that can run this NC4HW4 conv (kind from conv.nc4hw4_conv_kind)."""
+def offers_tiled(weights: CostWeights) -> bool:
+    """Whether the tiled path is a candidate: where workgroup memory and barriers are cheap (real
+    GPUs), or where WGNN_CONV_PATH forces it."""
+    return weights.workgroup_memory or forced_path() == "tiled"
+
+
+def candidates(step: Step, kind: str, tiled: bool = False) -> list[str]:
+    """The paths that can run this NC4HW4 conv (kind from conv.nc4hw4_conv_kind); the tiled one
+    where `tiled` offers it (offers_tiled)."""
     if kind != "conv":
         return ["direct"]
     geo = geometry(step)
@@ -193,6 +222,8 @@ def candidates(step: Step, kind: str) -> list[str]:
         paths.append("gemm1x1")
     if geo["group"] == 1 and geo["kernel"] == [3, 3] and geo["strides"] == [1, 1] and geo["dilations"] == [1, 1]:
         paths += ["winograd2", "winograd4"]
+    if geo["group"] == 1 and tiled:
+        paths.append("tiled")
     return paths
 
 
@@ -205,10 +236,12 @@ def path_costs(step: Step, kind: str, weights: CostWeights) -> dict[str, list[Ke
     residual = int(has_residual(step))
     geo = geometry(step)
     costs: dict[str, list[KernelCost]] = {}
-    for path in candidates(step, kind):
+    for path in candidates(step, kind, offers_tiled(weights)):
         if path == "direct":
             variants = direct_variants(step, kind, geo)
             costs[path] = [variants[cheapest(variants, weights)]]
+        elif path == "tiled":
+            costs[path] = [tiled_cost(step, geo, residual)]
         elif path == "gemm1x1":
             inv = n * ceil_div(cout, 4 * SLICE_BLOCK) * ceil_div(oh * ow, TILE_BLOCK)
             block = TILE_BLOCK * SLICE_BLOCK
@@ -227,6 +260,23 @@ def path_costs(step: Step, kind: str, weights: CostWeights) -> dict[str, list[Ke
                 KernelCost(n * c4out * g["th"] * g["tw"], a2 + unit * unit * residual, unit * unit, transform),
             ]
     return costs
+
+
+def tiled_steps(step: Step, geo: dict) -> int:
+    """K steps of conv_tiled_nc4hw4.wgsl: taps x chunks of TILED_CHUNK input slices."""
+    return geo["kernel"][0] * geo["kernel"][1] * ceil_div(step.input_specs[0].shape[1], 4 * TILED_CHUNK)
+
+
+def tiled_cost(step: Step, geo: dict, residual: int) -> KernelCost:
+    """Per K step an invocation stages TILED_CHUNK input and TILED_CHUNK weight vec4s (writes and,
+    a step ahead, loads), and per input slice reads 4 inputs and 16 weight columns of workgroup
+    memory for 64 vec4 FMAs; two barriers per step; 16 outputs (and residuals) at the end."""
+    n, cout, oh, ow = step.output_specs[0].shape
+    steps = tiled_steps(step, geo)
+    groups = ceil_div(n * oh * ow, TILED_PIXELS) * ceil_div(cout, 4 * TILED_SLICES)
+    cost = KernelCost(groups * TILED_PIXELS, steps * TILED_CHUNK + 16 * residual, 16, steps * TILED_CHUNK * 64,
+                      shared_loads=steps * (2 * TILED_CHUNK + TILED_CHUNK * 20), barriers=2 * steps)
+    return _with_weights(cost, step, steps * TILED_CHUNK)
 
 
 def direct_variants(step: Step, kind: str, geo: dict) -> dict[str, KernelCost]:
@@ -553,7 +603,7 @@ def prepare_nc4hw4(ex, kind: str) -> str:
     must compile nothing."""
     step = ex.step
     geo, epilogue = geometry(step), epilogue_params(step)
-    previous = frozenset(p for p in candidates(step, kind) if any(
+    previous = frozenset(p for p in candidates(step, kind, tiled=True) if any(
         packed_before(ex, weights_key(p, k)) for k in (direct_variants(step, kind, geo) if p == "direct" else [""])))
     path, estimates = choose_path(step, kind, adapter_weights(ex.backend.context), forced_path(), previous)
     prepare_path(ex, path, kind, geo, epilogue)
@@ -572,6 +622,8 @@ def prepare_path(ex, path: str, kind: str, geo: dict, epilogue: list) -> None:
         prepare_winograd(ex, int(path[-1]), geo["begin"], epilogue)
     elif path == "gemm1x1":
         prepare_gemm1x1(ex, epilogue)
+    elif path == "tiled":
+        prepare_tiled(ex, geo, epilogue)
     else:
         prepare_direct(ex, kind, geo, epilogue)
 
@@ -659,6 +711,24 @@ def prepare_gemm1x1(ex, epilogue: list) -> None:
     ex.dispatch(kernel, tensors, params, count, text={**feature_text(ex, kernel, x=0, y=3, r=4), **declaration})
 
 
+def prepare_tiled(ex, geo: dict, epilogue: list) -> None:
+    step = ex.step
+    x, y = step.input_specs[0].shape, step.output_specs[0].shape
+    tiles, blocks = ceil_div(y[0] * y[2] * y[3], TILED_PIXELS), ceil_div(y[1], 4 * TILED_SLICES)
+    kernel = "conv/conv_tiled_nc4hw4.wgsl"
+    taps = geo["kernel"][0] * geo["kernel"][1]
+
+    def pack(w: np.ndarray) -> np.ndarray:  # one (C_out, C_in) matrix per tap, in tiles
+        return pack_quads(w.reshape(*w.shape[:2], taps).transpose(2, 0, 1), TILED_SLICES, TILED_CHUNK)
+
+    weights, declaration = packed_weights(ex, weights_key("tiled"), kernel, pack)
+    params = [tiles * blocks, tiles, ceil_div(x[1], 4 * TILED_CHUNK), ceil_div(x[1], 4),
+              *geo["kernel"], *geo["strides"], *geo["dilations"], *geo["begin"]] + epilogue
+    tensors = [step.inputs[0], weights, bias_tensor(ex, weights), step.outputs[0], residual_tensor(step)]
+    ex.dispatch(kernel, tensors, params, tiles * blocks * TILED_PIXELS,
+                text={**feature_text(ex, kernel, x=0, y=3, r=4), **declaration})
+
+
 def prepare_direct(ex, kind: str, geo: dict, epilogue: list, kernel: str | None = None) -> None:
     """The direct path through `kernel` (a key of direct_variants), by default the cheapest."""
     step = ex.step
@@ -730,5 +800,6 @@ def loop_iterations(step: Step, kind: str) -> int:
         return DW_SEGMENT // 4 * (kh * (kw + 1) + 1) + 8
     slices = ceil_div(step.input_specs[0].shape[1] // step.attrs["group"], 4)
     # The gather kernel loops taps around slices, the sliding one slices around W taps; the GEMMs
-    # loop over input slices once.
-    return max(kh * (max(kw * (slices + 1), slices * (kw + 1)) + 1) + 8, slices + 8, math.prod((kh, kw)))
+    # loop over input slices once; the tiled one over its K steps, 4 input slices each.
+    tiled = kh * kw * ceil_div(slices, TILED_CHUNK) * (TILED_CHUNK + 1) + 8 if step.attrs["group"] == 1 else 0
+    return max(kh * (max(kw * (slices + 1), slices * (kw + 1)) + 1) + 8, slices + 8, math.prod((kh, kw)), tiled)

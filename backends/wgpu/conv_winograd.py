@@ -28,17 +28,19 @@ TILE_BLOCK = 16  # tiles (or pixels) per GEMM invocation, and the padding of the
 SLICE_BLOCK = 4  # output slices per GEMM invocation
 
 
-def pack_quads(u: np.ndarray) -> np.ndarray:
-    """(P, C_out, C_in) matrices per position -> [P][slice quad][input slice][16 vec4s]: for each
-    of the quad's 4 output slices, the 4 columns (input lanes) of its 4x4 matrix, each a vec4 over
-    the slice's output channels. Channels are zero-padded to whole quads / slices."""
+def pack_quads(u: np.ndarray, slices: int = SLICE_BLOCK, chunk: int = 1) -> np.ndarray:
+    """(P, C_out, C_in) matrices per position -> [P][block of `slices` output slices][chunk of
+    `chunk` input slices][input slice][16 vec4s per 4 output slices: for each output slice, the 4
+    columns (input lanes) of its 4x4 matrix, each a vec4 over the slice's output channels].
+    Channels are zero-padded to whole blocks and chunks. By default a block is a quad of
+    SLICE_BLOCK slices and a chunk one input slice: [P][quad][input slice][16 vec4s]."""
     positions, cout, cin = u.shape
-    quads, c4 = ceil_div(cout, 4 * SLICE_BLOCK), ceil_div(cin, 4)
-    padded = np.zeros((positions, quads * 4 * SLICE_BLOCK, c4 * 4), np.float64)
+    blocks, chunks = ceil_div(cout, 4 * slices), ceil_div(cin, 4 * chunk)
+    padded = np.zeros((positions, blocks * 4 * slices, chunks * chunk * 4), np.float64)
     padded[:, :cout, :cin] = u
-    # [p][quad][slice s][out lane o][c4][in lane j] -> [p][quad][c4][s][j][o]
-    blocks = padded.reshape(positions, quads, SLICE_BLOCK, 4, c4, 4).transpose(0, 1, 4, 2, 5, 3)
-    return np.ascontiguousarray(blocks, np.float32)
+    # [p][block][slice s][out lane o][chunk][c4][in lane j] -> [p][block][chunk][c4][s][j][o]
+    tiles = padded.reshape(positions, blocks, slices, 4, chunks, chunk, 4).transpose(0, 1, 4, 5, 2, 6, 3)
+    return np.ascontiguousarray(tiles, np.float32)
 
 
 def transformed_weights(unit: int):

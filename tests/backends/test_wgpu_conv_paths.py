@@ -209,6 +209,25 @@ def test_stride2_depthwise_in_fp16_arith(monkeypatch, storage):
         assert kernel.path == DW_S2_KERNEL and pipelines.float_of(kernel) == ("f16" if half else "f32")
 
 
+TILED_CASES = [
+    # 71 output channels: two blocks of 16 slices, the second partial; a pixel tile spans both images
+    ((2, 13, 11, 19), 71, (3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {"residual": True, "act": "relu"}),
+    ((1, 37, 9, 10), 20, (3, 3), {"pads": [1, 1, 1, 1]}, {"act": "sigmoid"}),  # 10 input slices: 3 chunks, one partial
+    ((2, 5, 7, 9), 7, (3, 3), {"pads": [1, 0, 2, 1]}, {"residual": True, "act": "leaky_relu"}),
+    ((1, 3, 9, 8), 5, (3, 2), {"strides": [2, 3], "dilations": [2, 1], "pads": [1, 2, 0, 1]}, {"bias": False}),
+    ((1, 13, 5, 6), 3, (1, 1), {}, {"residual": True, "act": "clip"}),  # 30 pixels: one partial tile
+    ((1, 3, 17, 17), 16, (7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, {"act": "relu"}),  # a stem
+]
+
+
+@pytest.mark.parametrize("x_shape, cout, kernel, attrs, options", TILED_CASES)
+def test_tiled(monkeypatch, x_shape, cout, kernel, attrs, options):
+    """The implicit GEMM tiled in workgroup memory: partial pixel tiles, slice blocks and input
+    chunks, strides, dilations, asymmetric pads, 1x1 and 7x7 kernels, residual and activations."""
+    monkeypatch.setenv("WGNN_CONV_PATH", "tiled")
+    check(*case(x_shape, cout, kernel, attrs, **options), path="tiled")
+
+
 def test_forced_path_that_cannot_run_leaves_the_choice_to_the_cost_model(monkeypatch):
     monkeypatch.setenv("WGNN_CONV_PATH", "gemm1x1")  # a strided 3x3 conv has only the direct path
     check(*case((1, 5, 7, 7), 6, (3, 3), {"strides": [2, 2]}), path="direct")
@@ -216,7 +235,8 @@ def test_forced_path_that_cannot_run_leaves_the_choice_to_the_cost_model(monkeyp
 
 @pytest.mark.parametrize("storage", ["texture", "buffer"])
 @pytest.mark.parametrize("path, kernel, group", [("direct", (3, 3), 1), ("direct", (3, 3), 6), ("gemm1x1", (1, 1), 1),
-                                                 ("winograd2", (3, 3), 1), ("winograd4", (3, 3), 1)])
+                                                 ("winograd2", (3, 3), 1), ("winograd4", (3, 3), 1),
+                                                 ("tiled", (3, 3), 1)])
 def test_paths_on_both_storages_and_fp16(monkeypatch, storage, path, kernel, group):
     monkeypatch.setenv("WGNN_CONV_PATH", path)
     attrs = {"pads": [1, 1, 1, 1]} if kernel == (3, 3) else {}
@@ -281,6 +301,32 @@ def test_cost_model_choices():
     assert choose_path(big3x3, "conv", CPU_WEIGHTS, "direct")[0] == "direct"
     unit, estimates = choose_path(big3x3, "conv", GPU_WEIGHTS, "winograd")
     assert unit == min(("winograd2", "winograd4"), key=estimates.get)
+
+
+def test_tiled_path_is_offered_where_barriers_are_cheap(monkeypatch):
+    """Real GPUs weigh the tiled path against the others; CPU adapters (a barrier switches every
+    invocation) only run it when forced, and then its estimate counts the barriers and the
+    padding of its 64-pixel x 64-channel tiles."""
+    from dataclasses import replace
+
+    from wgnn.backends.wgpu.conv_paths import TILED_PIXELS, geometry, tiled_cost
+
+    conv = _Step((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56))
+    assert "tiled" in choose_path(conv, "conv", GPU_WEIGHTS)[1]
+    assert "tiled" not in choose_path(conv, "conv", CPU_WEIGHTS)[1]
+    monkeypatch.setenv("WGNN_CONV_PATH", "tiled")
+    path, estimates = choose_path(conv, "conv", CPU_WEIGHTS, "tiled")
+    assert path == "tiled" and estimates["tiled"] > 2 * estimates["direct"]
+    free_barriers = replace(CPU_WEIGHTS, barrier_ns=0.0)
+    assert choose_path(conv, "conv", free_barriers, "tiled")[1]["tiled"] < estimates["tiled"]
+    # 3136 pixels: 49 tiles; 64 -> 65 output channels adds a second block of slices, doubling the work.
+    cost = tiled_cost(conv, geometry(conv), 0)
+    wider = _Step((1, 64, 56, 56), (65, 64, 3, 3), (1, 65, 56, 56))
+    assert cost.invocations == 49 * TILED_PIXELS and tiled_cost(wider, geometry(wider), 0).invocations == 2 * 49 * 64
+    assert cost.barriers == 2 * 9 * 4 and cost.fmas == 9 * 4 * 4 * 64  # 9 taps x 4 chunks of 4 slices
+    # Grouped convs have no tiled path.
+    grouped = _Step((1, 8, 8, 8), (8, 4, 3, 3), (1, 8, 8, 8), group=2)
+    assert "tiled" not in choose_path(grouped, "conv", GPU_WEIGHTS)[1]
 
 
 def test_cost_model_spreads_invocations_by_the_adapters_workgroup_size():
