@@ -7,10 +7,12 @@
 2. Workgroup sizes: the same ops with every candidate WG for the kernels they dispatch (only
    kernels in TUNABLE_KERNELS), timed in turn; the fastest WG is stored per kernel.
    In both, a choice other than the default must be MARGIN faster than the default to be taken.
-3. Kernel variants: a MatMul 256^3 (blocked, subgroup where the adapter has subgroups, tiled), an
-   attention of 8 heads x 128 tokens x 64 (rows, tiled) and a LayerNorm -> Softmax over 512 rows
-   of 768 (an invocation or a workgroup per row), each variant through its own session, timed in
-   turn; a variant other than the adapter type's default must be MARGIN faster to be stored.
+3. Kernel variants: a Conv 3x3 64->64 at 28x28 (the tiled path forced, against the path the cost
+   model picks without it: "tiled" / "registers"), a MatMul 256^3 (blocked, subgroup where the
+   adapter has subgroups, tiled), an attention of 8 heads x 128 tokens x 64 (rows, tiled) and a
+   LayerNorm -> Softmax over 512 rows of 768 (an invocation or a workgroup per row), each variant
+   through its own session, timed in turn; a variant other than the adapter type's default must be
+   MARGIN faster to be stored.
 4. Providers: the providers probe (tuning.measure_providers) that providers=["auto"] decides by.
 
 An op's time is the GPU time of its own steps from timestamp queries where the adapter has them
@@ -46,7 +48,10 @@ def case_specs(quick: bool) -> list[dict]:
 def variant_specs(quick: bool) -> list[dict]:
     """The cases of the kernel families with variants (tuning.VARIANTS)."""
     m, (heads, tokens, head), (rows, width) = (32, (2, 16, 16), (16, 256)) if quick else (256, (8, 128, 64), (512, 768))
-    return [{"case": f"MatMul {m}^3", "kind": "matmul", "family": "matmul", "op": ("MatMul",), "x": (m, m)},
+    c, s = (8, 8) if quick else (64, 28)
+    return [{"case": f"Conv 3x3 {c}->{c} @{s} paths", "kind": "conv", "family": "conv", "op": ("Conv",),
+             "channels": c, "size": s},
+            {"case": f"MatMul {m}^3", "kind": "matmul", "family": "matmul", "op": ("MatMul",), "x": (m, m)},
             {"case": f"Attention {heads}x{tokens}x{head}", "kind": "attention", "family": "attention",
              "op": ("Attention",), "x": (heads, tokens, head)},
             {"case": f"LayerNorm + Softmax {rows}x{width}", "kind": "rows", "family": "rows",
@@ -230,7 +235,7 @@ def tune_workgroups(context, specs: list[dict], references: dict, storage: str, 
     return result
 
 
-VARIANT_ENVS = ("WGNN_MATMUL_VARIANT", "WGNN_ATTENTION_VARIANT", "WGNN_ROW_KERNEL")
+VARIANT_ENVS = ("WGNN_MATMUL_VARIANT", "WGNN_ATTENTION_VARIANT", "WGNN_ROW_KERNEL", "WGNN_CONV_PATH")
 
 
 def refuse_forced_variants() -> None:
@@ -250,7 +255,7 @@ def default_variants(context) -> dict[str, str]:
     from ..backends.wgpu.reduce import default_row_kernel
 
     return {"matmul": resolve_variant(None, context), "attention": default_variant(context),
-            "rows": default_row_kernel(context)}
+            "rows": default_row_kernel(context), "conv": "registers" if context.info.adapter_type == "CPU" else "tiled"}
 
 
 def tune_variants(context, specs: list[dict], references: dict, storage: str, rounds: int, warmup: int) -> dict:

@@ -143,14 +143,27 @@ GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, 
 
 
 def adapter_weights(context) -> CostWeights:
-    from .tuning import preferred_workgroup
+    """The cost weights of the adapter's type; the tiled path a candidate where `wgnn tune`
+    measured it faster (the "conv" variant "tiled"), not where it measured it slower ("registers"),
+    else by the type's rule (real GPUs yes, CPU adapters no)."""
+    from .tuning import preferred_workgroup, tuned_variant
 
-    if context.info.adapter_type != "CPU":
-        return GPU_WEIGHTS
-    # lavapipe runs a dispatch on its worker threads, or on its queue thread alone where it has none
-    workers = getattr(context, "lavapipe_threads", None)
-    workers = max(1, os.cpu_count() or 1) if workers is None else max(1, workers)
-    return replace(CPU_WEIGHTS, workers=workers, workgroup=preferred_workgroup(context))
+    weights = GPU_WEIGHTS
+    if context.info.adapter_type == "CPU":
+        # lavapipe runs a dispatch on its worker threads, or on its queue thread alone where it has none
+        workers = getattr(context, "lavapipe_threads", None)
+        workers = max(1, os.cpu_count() or 1) if workers is None else max(1, workers)
+        weights = replace(CPU_WEIGHTS, workers=workers, workgroup=preferred_workgroup(context))
+    tuned = tuned_variant(context, "conv")
+    return weights if tuned is None else replace(weights, workgroup_memory=tuned == "tiled")
+
+
+def measured_path(context) -> str | None:
+    """The path wgnn tune's "conv" variants force while it measures them: "tiled", or for
+    "registers" the choice without it (None)."""
+    from .tuning import trial_variant
+
+    return "tiled" if trial_variant("conv") == "tiled" else None
 
 
 @dataclass
@@ -206,8 +219,10 @@ def dw3x3s2(geo: dict) -> bool:
 
 def offers_tiled(weights: CostWeights) -> bool:
     """Whether the tiled path is a candidate: where workgroup memory and barriers are cheap (real
-    GPUs), or where WGNN_CONV_PATH forces it."""
-    return weights.workgroup_memory or forced_path() == "tiled"
+    GPUs, or where wgnn tune measured it faster: adapter_weights), or where forced."""
+    from .tuning import trial_variant
+
+    return weights.workgroup_memory or forced_path() == "tiled" or trial_variant("conv") == "tiled"
 
 
 def candidates(step: Step, kind: str, tiled: bool = False) -> list[str]:
@@ -605,7 +620,9 @@ def prepare_nc4hw4(ex, kind: str) -> str:
     geo, epilogue = geometry(step), epilogue_params(step)
     previous = frozenset(p for p in candidates(step, kind, tiled=True) if any(
         packed_before(ex, weights_key(p, k)) for k in (direct_variants(step, kind, geo) if p == "direct" else [""])))
-    path, estimates = choose_path(step, kind, adapter_weights(ex.backend.context), forced_path(), previous)
+    context = ex.backend.context
+    path, estimates = choose_path(step, kind, adapter_weights(context), forced_path() or measured_path(context),
+                                  previous)
     prepare_path(ex, path, kind, geo, epilogue)
     warmer = _PipelineWarmer(ex)
     for other in estimates:

@@ -10,7 +10,9 @@ use it.
   (measure_providers), stores the medians here and picks the faster.
 - Kernel variants: MatMul (blocked, subgroup, tiled), Attention (rows, tiled) and the row-wise ops
   (an invocation or a workgroup per row) take the variant `wgnn tune` measured faster on the
-  adapter (tuned_variant), else their rule by adapter type (CPU adapters or real GPUs).
+  adapter (tuned_variant), else their rule by adapter type (CPU adapters or real GPUs). Convs
+  ("conv": registers or tiled) offer their workgroup-memory tiled path to the cost model where
+  `wgnn tune` measured it faster than the path chosen without it (conv_paths.adapter_weights).
 
 The cache file is `$WGNN_CACHE_DIR/tuning.json` (default `~/.cache/wgnn/tuning.json`); entries are
 keyed by adapter name, backend, driver string and wgnn version, so a driver or wgnn update misses
@@ -73,7 +75,7 @@ _trial_variants: dict[str, str] | None = None  # set by trial_variants() while w
 # Kernel families with variants per adapter: family -> the variants (backends/wgpu/matmul.py,
 # attention.py, reduce.py hold the rules when nothing was tuned).
 VARIANTS = {"matmul": ("blocked", "subgroup", "tiled"), "attention": ("rows", "tiled"),
-            "rows": ("invocation", "workgroup")}
+            "rows": ("invocation", "workgroup"), "conv": ("registers", "tiled")}
 _announced: set[tuple] = set()  # (adapter key, what) logged at INFO already
 
 
@@ -272,6 +274,11 @@ def tuned_variant(context, family: str) -> str | None:
     _announce(context.info, "variant", "%s kernels on %s: %s, tuned (%s)", family, context.name, choice,
               str(cache_path()))
     return choice
+
+
+def trial_variant(family: str) -> str | None:
+    """The candidate of `family` wgnn tune is measuring now, else None."""
+    return None if _trial_variants is None else _trial_variants.get(family)
 
 
 @contextlib.contextmanager

@@ -329,6 +329,28 @@ def test_tiled_path_is_offered_where_barriers_are_cheap(monkeypatch):
     assert "tiled" not in choose_path(grouped, "conv", GPU_WEIGHTS)[1]
 
 
+def test_tuned_conv_variant_decides_whether_the_tiled_path_is_offered(monkeypatch, tmp_path):
+    """What wgnn tune stored: "tiled" makes the tiled path a candidate on the adapter (the cost
+    model still picks per conv), "registers" takes it away; untuned, the adapter type decides.
+    While wgnn tune measures the "tiled" variant, convs run it."""
+    from wgnn.backends.wgpu.context import get_context
+    from wgnn.backends.wgpu.conv_paths import adapter_weights
+    from wgnn.backends.wgpu.tuning import save_entry, trial_variants
+
+    monkeypatch.setenv("WGNN_CACHE_DIR", str(tmp_path))
+    conv = _Step((1, 64, 56, 56), (64, 64, 3, 3), (1, 64, 56, 56))
+    for index in ADAPTERS:
+        context = get_context(index)
+        assert adapter_weights(context).workgroup_memory == (context.info.adapter_type != "CPU")
+        for variant in ("tiled", "registers"):
+            save_entry(context.info, {"variants": {"conv": variant}})
+            weights = adapter_weights(context)
+            assert weights.workgroup_memory == (variant == "tiled")
+            assert ("tiled" in choose_path(conv, "conv", weights)[1]) == (variant == "tiled")
+    with trial_variants({"conv": "tiled"}):
+        check(*case((1, 8, 6, 6), 8, (3, 3), {"pads": [1, 1, 1, 1]}), path="tiled")
+
+
 def test_cost_model_spreads_invocations_by_the_adapters_workgroup_size():
     """A worker thread runs whole workgroups: 32 invocations are one 64-wide workgroup (one busy
     core) but four 8-wide ones (every core, the second one started at wake_us). On lavapipe the

@@ -57,9 +57,13 @@ def test_quick_tune_show_and_clear(tmp_path):
     # Kernel variants: every variant of each family ran its own kernels; the default (by adapter
     # type) stays unless another is MARGIN faster.
     variants = entry["variants"]
-    assert set(variants) == {"matmul", "attention", "rows"}
+    assert set(variants) == {"conv", "matmul", "attention", "rows"}
     cpu = adapter["adapter_type"] == "CPU"
     subgroups = "subgroup" in adapter["features"]
+    assert variants["conv"]["default"] == ("registers" if cpu else "tiled")
+    # The conv probe: the tiled path forced, against the cost model's choice without it.
+    assert variants["conv"]["kernels"]["tiled"] == ["conv/conv_tiled_nc4hw4.wgsl"]
+    assert "conv/conv_tiled_nc4hw4.wgsl" not in variants["conv"]["kernels"]["registers"]
     assert variants["attention"]["default"] == ("rows" if cpu else "tiled")
     assert variants["rows"]["default"] == ("invocation" if cpu else "workgroup")
     assert variants["matmul"]["default"] == (("subgroup" if subgroups else "blocked") if cpu else "tiled")
