@@ -20,30 +20,10 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/conv_epilogue.wgsl
 
 fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
     return mat4x4<{{FLOAT}}>(w[i], w[i + 1], w[i + 2], w[i + 3]);
-}
-
-// Bias, residual, activation and store of output pixel (n, oc4, oy, ox) of one slice.
-fn store(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<{{ACC}}>) {
-    if (oc4 >= p(22u)) {
-        return;
-    }
-    var v = vec4<f32>(acc);
-    if (p(12u) != 0) {
-        v += bias[oc4];
-    }
-    if (p(15u) != 0) {
-        v += vec4<f32>(load_r(n, oc4, oy, ox));
-    }
-    let alpha = pf(13u);
-    let beta = pf(14u);
-    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(out));
 }
 
 // One pixel's results for the 4 output slices from o0, unless it is past the row's end.

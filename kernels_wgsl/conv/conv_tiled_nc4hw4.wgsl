@@ -29,27 +29,7 @@ const STAGED = 256;  // vec4s of each staged operand per K step: 4 input slices 
 var<workgroup> x_tile: array<vec4<{{FLOAT}}>, STAGED>;  // [input slice][pixel]
 var<workgroup> w_tile: array<vec4<{{FLOAT}}>, STAGED>;  // [input slice][output slice][column]
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
-
-// Bias, residual, activation and store of output pixel (n, oc4, oy, ox) of one slice.
-fn store(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>) {
-    if (oc4 >= p(22u)) {
-        return;
-    }
-    var v = acc;
-    if (p(12u) != 0) {
-        v += bias[oc4];
-    }
-    if (p(15u) != 0) {
-        v += vec4<f32>(load_r(n, oc4, oy, ox));
-    }
-    let alpha = pf(13u);
-    let beta = pf(14u);
-    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(out));
-}
+// include: conv/conv_epilogue.wgsl
 
 // The input vec4 of input slice c4 at (iy, ix) of image n, zero outside the input (or where the
 // staged pixel is past the output: `inside` false).
