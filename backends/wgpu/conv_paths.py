@@ -219,10 +219,9 @@ def dw3x3s2(geo: dict) -> bool:
 
 def offers_tiled(weights: CostWeights) -> bool:
     """Whether the tiled path is a candidate: where workgroup memory and barriers are cheap (real
-    GPUs, or where wgnn tune measured it faster: adapter_weights), or where forced."""
-    from .tuning import trial_variant
-
-    return weights.workgroup_memory or forced_path() == "tiled" or trial_variant("conv") == "tiled"
+    GPUs, or where wgnn tune measured it faster or is measuring it: adapter_weights), or where
+    WGNN_CONV_PATH forces it."""
+    return weights.workgroup_memory or forced_path() == "tiled"
 
 
 def candidates(step: Step, kind: str, tiled: bool = False) -> list[str]:
