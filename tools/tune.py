@@ -251,11 +251,12 @@ def refuse_forced_variants() -> None:
 def default_variants(context) -> dict[str, str]:
     """Each family's variant by the adapter's type (what runs where nothing was tuned)."""
     from ..backends.wgpu.attention import default_variant
+    from ..backends.wgpu.conv_paths import default_conv_variant
     from ..backends.wgpu.matmul import resolve_variant
     from ..backends.wgpu.reduce import default_row_kernel
 
     return {"matmul": resolve_variant(None, context), "attention": default_variant(context),
-            "rows": default_row_kernel(context), "conv": "registers" if context.info.adapter_type == "CPU" else "tiled"}
+            "rows": default_row_kernel(context), "conv": default_conv_variant(context)}
 
 
 def tune_variants(context, specs: list[dict], references: dict, storage: str, rounds: int, warmup: int) -> dict:

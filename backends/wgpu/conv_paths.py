@@ -158,6 +158,13 @@ def adapter_weights(context) -> CostWeights:
     return weights if tuned is None else replace(weights, workgroup_memory=tuned == "tiled")
 
 
+def default_conv_variant(context) -> str:
+    """The "conv" variant where nothing was tuned: "tiled" where the adapter type's weights offer
+    the tiled path (real GPUs), else "registers"."""
+    weights = CPU_WEIGHTS if context.info.adapter_type == "CPU" else GPU_WEIGHTS
+    return "tiled" if weights.workgroup_memory else "registers"
+
+
 def measured_path(context) -> str | None:
     """The path wgnn tune's "conv" variants force while it measures them: "tiled", or for
     "registers" the choice without it (None)."""
