@@ -17,9 +17,7 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/conv_linear_store.wgsl
 
 // Input indices (clamped into the row) and in-row masks of 4 pixels starting at column ix.
 fn columns(row: i32, ix: vec4<i32>, wd: i32) -> vec4<i32> {
@@ -122,24 +120,4 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     store(a5, out, oc, 5, count, cols); store(b5, out + 4, oc, 5, count, cols - 4);
     store(a6, out, oc, 6, count, cols); store(b6, out + 4, oc, 6, count, cols - 4);
     store(a7, out, oc, 7, count, cols); store(b7, out + 4, oc, 7, count, cols - 4);
-}
-
-// Bias, activation and store of 4 pixels of channel oc0 + j at output offset out (of channel
-// oc0); nothing for channels j >= count, only the first cols pixels (past the row's end).
-fn store(acc: vec4<f32>, out: i32, oc0: i32, j: i32, count: i32, cols: i32) {
-    if (j >= count) {
-        return;
-    }
-    var b = 0.0;
-    if (p(32u) != 0) {
-        b = bias[oc0 + j];
-    }
-    let at = out + j * p(12u) * p(13u) * p(14u);
-    for (var k = 0; k < min(cols, 4); k++) {
-        var v = acc[k] + b;
-        if (p(35u) != 0) {
-            v += res[at + k];
-        }
-        y[at + k] = act(v, pf(33u), pf(34u));
-    }
 }

@@ -1,11 +1,8 @@
 // The epilogue of the NC4HW4 conv kernels that store one output slice at a time (conv4_nc4hw4.wgsl,
-// conv_tiled_nc4hw4.wgsl; included by both): bias (params 12), residual (15, r's accessor), the
+// conv_tiled_nc4hw4.wgsl, gemm1x1_nc4hw4.wgsl; included by them): bias (params 12), residual (15, r's accessor), the
 // fused activation {{ACT}} (alpha 13, beta 14), y's accessor (its dims at 21..25). ACC and FLOAT
 // as in those kernels.
-
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/finish.wgsl
 
 // Bias, residual, activation and store of output pixel (n, oc4, oy, ox) of one slice; nothing for
 // a slice past the output's.
@@ -17,11 +14,5 @@ fn store(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<{{ACC}}>) {
     if (p(12u) != 0) {
         v += bias[oc4];
     }
-    if (p(15u) != 0) {
-        v += vec4<f32>(load_r(n, oc4, oy, ox));
-    }
-    let alpha = pf(13u);
-    let beta = pf(14u);
-    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(out));
+    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(finish(n, oc4, oy, ox, v)));
 }

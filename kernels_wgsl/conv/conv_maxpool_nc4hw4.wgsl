@@ -45,9 +45,7 @@ override SLICES: i32 = 4;
 override SLIDE: bool = false;
 override DEPTHWISE: bool = false;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
     return mat4x4<{{FLOAT}}>(vec4<{{FLOAT}}>(w[i]), vec4<{{FLOAT}}>(w[i + 1]), vec4<{{FLOAT}}>(w[i + 2]),
@@ -79,7 +77,7 @@ fn fold(n: i32, o: i32, cy: i32, cx0: i32, acc: array<vec4<{{ACC}}>, 8>, pooled:
     var v: array<vec4<f32>, 8>;
     for (var i = 0; i < 8; i++) {
         let s = vec4<f32>(acc[i]) + b;
-        let out = vec4<f32>(act(s.x, alpha, beta), act(s.y, alpha, beta), act(s.z, alpha, beta), act(s.w, alpha, beta));
+        let out = act4(s, alpha, beta);
         let col = cx0 + i;
         let inside = col >= 0 && col < width;
         if (keep && inside) {

@@ -37,9 +37,7 @@ fn conv_act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{CONV_ACT}};
 }
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
     return mat4x4<{{FLOAT}}>(vec4<{{FLOAT}}>(w[i]), vec4<{{FLOAT}}>(w[i + 1]), vec4<{{FLOAT}}>(w[i + 2]),
@@ -127,7 +125,7 @@ fn put(n: i32, o: i32, oy: i32, ox: i32, acc: vec4<f32>) {
     }
     let alpha = pf(14u);
     let beta = pf(15u);
-    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
+    let out = act4(v, alpha, beta);
     store_y(n, o, oy, ox, vec4<{{FLOAT}}>(out));
 }
 

@@ -33,8 +33,7 @@ override WG: u32 = 64u;
 fn conv_out(n: i32, oc4: i32, cy: i32, cx: i32, sums: vec4<f32>) -> vec4<f32> {
     let alpha = pf(13u);
     let beta = pf(14u);
-    let out = vec4<f32>(act(sums.x, alpha, beta), act(sums.y, alpha, beta), act(sums.z, alpha, beta),
-                        act(sums.w, alpha, beta));
+    let out = act4(sums, alpha, beta);
     let inside = cy >= 0 && cy < p(28u) && cx >= 0 && cx < p(29u);
     if (inside) {
         store_z(n, oc4, cy, cx, vec4<{{FLOAT}}>(out));

@@ -17,6 +17,7 @@
 // epilogue is 32-bit, its result stored in the FLOAT type. No type names in comments: the loader
 // enables 16-bit floats wherever their name appears.
 // include: conv/stem_tap.wgsl
+// include: conv/finish.wgsl
 {{DECL_X}}
 {{DECL_Y}}
 {{DECL_R}}
@@ -31,14 +32,7 @@ fn put(n: i32, oc4: i32, oy: i32, ox: i32, sums: vec4<f32>) {
     if (ox >= p(24u)) {
         return;
     }
-    var v = sums;
-    if (p(15u) != 0) {
-        v += vec4<f32>(load_r(n, oc4, oy, ox));
-    }
-    let alpha = pf(13u);
-    let beta = pf(14u);
-    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(out));
+    store_y(n, oc4, oy, ox, vec4<{{FLOAT}}>(finish(n, oc4, oy, ox, sums)));
 }
 
 @compute @workgroup_size(WG)

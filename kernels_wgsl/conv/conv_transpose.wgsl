@@ -15,9 +15,7 @@
 @group(0) @binding(4) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 // floor(a / b) for b > 0 with non-negative integer division only (GLSL leaves negative operands
 // undefined).

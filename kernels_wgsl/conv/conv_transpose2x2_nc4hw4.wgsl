@@ -18,9 +18,7 @@
 @group(0) @binding(4) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 fn weights(i: i32) -> mat4x4<f32> {
     return mat4x4<f32>(vec4<f32>(w[i]), vec4<f32>(w[i + 1]), vec4<f32>(w[i + 2]), vec4<f32>(w[i + 3]));
@@ -39,7 +37,7 @@ fn put(n: i32, oc4: i32, iy: i32, ix: i32, t00: vec4<f32>, t01: vec4<f32>, t10: 
     for (var t = 0; t < 4; t++) {
         let v = sums[t];
         store_y(n, oc4, 2 * iy + t / 2, 2 * ix + t % 2,
-                vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta)));
+                act4(v, alpha, beta));
     }
 }
 

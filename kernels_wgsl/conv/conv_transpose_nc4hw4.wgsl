@@ -20,9 +20,7 @@
 @group(0) @binding(4) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 fn weights(i: i32) -> mat4x4<f32> {
     return mat4x4<f32>(w[i], w[i + 1], w[i + 2], w[i + 3]);
@@ -43,8 +41,7 @@ fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
         let v = acc + b;
         let alpha = pf(13u);
         let beta = pf(14u);
-        store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                          act(v.w, alpha, beta)));
+        store_y(n, oc4, oy, ox, act4(v, alpha, beta));
     }
 }
 

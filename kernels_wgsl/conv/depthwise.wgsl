@@ -17,9 +17,7 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 // x[row + col], or 0 where col is outside the row (padding).
 fn load(row: i32, col: i32, wd: i32) -> f32 {

@@ -20,15 +20,7 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
-
-// Input pixel (n, c4, iy, ix), or zeros in the padding.
-fn tap(n: i32, c4: i32, iy: i32, ix: i32) -> vec4<{{FLOAT}}> {
-    let inside = iy >= 0 && iy < p(18u) && ix >= 0 && ix < p(19u);
-    return select(vec4<{{FLOAT}}>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(ix, 0, p(19u) - 1)), inside);
-}
+// include: conv/depthwise3x3_block.wgsl
 
 // The 9 input pixels of a block row.
 fn row(n: i32, c4: i32, iy: i32, ix: i32) -> array<vec4<{{FLOAT}}>, 9> {
@@ -45,27 +37,6 @@ fn mac(acc: array<vec4<{{FLOAT}}>, 4>, x: array<vec4<{{FLOAT}}>, 9>,
                                acc[1] + k[0] * x[2] + k[1] * x[3] + k[2] * x[4],
                                acc[2] + k[0] * x[4] + k[1] * x[5] + k[2] * x[6],
                                acc[3] + k[0] * x[6] + k[1] * x[7] + k[2] * x[8]);
-}
-
-// Bias, residual, activation and store of output pixel (n, c4, oy, ox) when it is inside.
-fn put(n: i32, c4: i32, oy: i32, ox: i32, acc: vec4<{{FLOAT}}>, b: vec4<f32>) {
-    if (oy < p(23u) && ox < p(24u)) {
-        var v = vec4<f32>(acc) + b;
-        if (p(15u) != 0) {
-            v += vec4<f32>(load_r(n, c4, oy, ox));
-        }
-        let alpha = pf(13u);
-        let beta = pf(14u);
-        let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-        store_y(n, c4, oy, ox, vec4<{{FLOAT}}>(out));
-    }
-}
-
-fn put_row(n: i32, c4: i32, oy: i32, ox: i32, acc: array<vec4<{{FLOAT}}>, 4>, b: vec4<f32>) {
-    put(n, c4, oy, ox, acc[0], b);
-    put(n, c4, oy, ox + 1, acc[1], b);
-    put(n, c4, oy, ox + 2, acc[2], b);
-    put(n, c4, oy, ox + 3, acc[3], b);
 }
 
 @compute @workgroup_size(WG)

@@ -16,20 +16,7 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
-
-// Residual (when fused) and activation of output pixel (n, c4, oy, ox).
-fn finish(n: i32, c4: i32, oy: i32, ox: i32, acc: vec4<f32>) -> vec4<f32> {
-    var v = acc;
-    if (p(15u) != 0) {
-        v += load_r(n, c4, oy, ox);
-    }
-    let alpha = pf(13u);
-    let beta = pf(14u);
-    return vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-}
+// include: conv/finish.wgsl
 
 // Input pixel (n, c4, iy, col), or zeros where col is outside the row (padding).
 fn tap(n: i32, c4: i32, iy: i32, col: i32, wd: i32) -> vec4<f32> {

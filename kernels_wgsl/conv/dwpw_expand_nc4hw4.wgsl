@@ -37,9 +37,7 @@ fn act_ex(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{EX_ACT}};
 }
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 // Bias, residual and activation of project slice o's pixels (the block from (oy, ox)), stored to z
 // (those that exist) and returned for the expand conv; zeros for a slice past the project's.
@@ -58,8 +56,7 @@ fn project(n: i32, o: i32, oy: i32, ox: i32, acc: array<vec4<{{ACC}}>, PIXELS>) 
         if (RESIDUAL && y < p(23u) && x < p(24u)) {
             v += vec4<f32>(load_r(n, o, y, x));
         }
-        let a = vec4<{{FLOAT}}>(vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                          act(v.w, alpha, beta)));
+        let a = vec4<{{FLOAT}}>(act4(v, alpha, beta));
         if (y < p(23u) && x < p(24u)) {
             store_z(n, o, y, x, a);
         }

@@ -34,9 +34,7 @@ override WG: u32 = 64u;
 // compiled at all (on lavapipe they were a third of the expand kernel's compile time).
 override RESIDUAL: bool = false;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/activation.wgsl
 
 // Bias, residual, activation and store of output slice o's pixels (the block from (oy, ox)),
 // those that exist.
@@ -55,8 +53,7 @@ fn put(n: i32, o: i32, oy: i32, ox: i32, acc: array<vec4<{{ACC}}>, PIXELS>) {
             if (RESIDUAL) {
                 v += vec4<f32>(load_r(n, o, y, x));
             }
-            let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                act(v.w, alpha, beta));
+            let out = act4(v, alpha, beta);
             store_y(n, o, y, x, vec4<{{FLOAT}}>(out));
         }
     }

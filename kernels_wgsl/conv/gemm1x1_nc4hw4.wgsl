@@ -21,9 +21,7 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/conv_epilogue.wgsl
 
 fn weights(i: i32) -> mat4x4<{{FLOAT}}> {
     return mat4x4<{{FLOAT}}>(w[i], w[i + 1], w[i + 2], w[i + 3]);
@@ -35,31 +33,13 @@ fn pixel(q: i32) -> vec2<i32> {
     return vec2<i32>(last / p(19u), last % p(19u));
 }
 
-// Bias, residual, activation and store of one pixel of output slice oc4, when both exist.
-fn store(n: i32, oc4: i32, q: i32, at: vec2<i32>, acc: vec4<{{ACC}}>) {
-    if (oc4 >= p(22u)) {
-        return;
-    }
-    var v = vec4<f32>(acc);
-    if (p(12u) != 0) {
-        v += bias[oc4];
-    }
-    if (p(15u) != 0) {
-        v += vec4<f32>(load_r(n, oc4, at.x, at.y));
-    }
-    let alpha = pf(13u);
-    let beta = pf(14u);
-    let out = vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta), act(v.w, alpha, beta));
-    store_y(n, oc4, at.x, at.y, vec4<{{FLOAT}}>(out));
-}
-
 // One pixel's results for the 4 output slices from o0.
 fn put(n: i32, o0: i32, q: i32, at: vec2<i32>, a: vec4<{{ACC}}>, b: vec4<{{ACC}}>, c: vec4<{{ACC}}>, d: vec4<{{ACC}}>) {
     if (q < p(23u) * p(24u)) {
-        store(n, o0, q, at, a);
-        store(n, o0 + 1, q, at, b);
-        store(n, o0 + 2, q, at, c);
-        store(n, o0 + 3, q, at, d);
+        store(n, o0, at.x, at.y, a);
+        store(n, o0 + 1, at.x, at.y, b);
+        store(n, o0 + 2, at.x, at.y, c);
+        store(n, o0 + 3, at.x, at.y, d);
     }
 }
 

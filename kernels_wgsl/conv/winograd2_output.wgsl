@@ -12,21 +12,12 @@
 @group(0) @binding(4) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-fn act(v: f32, alpha: f32, beta: f32) -> f32 {
-    return {{ACT}};
-}
+// include: conv/finish.wgsl
 
 // Bias, residual, activation and store of output pixel (n, oc4, oy, ox) when it is inside.
 fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
     if (oy < p(23u) && ox < p(24u)) {
-        var v = acc + b;
-        if (p(15u) != 0) {
-            v += load_r(n, oc4, oy, ox);
-        }
-        let alpha = pf(13u);
-        let beta = pf(14u);
-        store_y(n, oc4, oy, ox, vec4<f32>(act(v.x, alpha, beta), act(v.y, alpha, beta), act(v.z, alpha, beta),
-                                          act(v.w, alpha, beta)));
+        store_y(n, oc4, oy, ox, finish(n, oc4, oy, ox, acc + b));
     }
 }
 
