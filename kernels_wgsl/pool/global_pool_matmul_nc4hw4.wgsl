@@ -2,9 +2,10 @@
 // tensor read a slice at a time): y[n, k] = act(alpha * sum_c pool(x[n, c]) * W[k, c] + beta * b[k]),
 // pool the average ({{COMBINE}} a + v) or the maximum ({{COMBINE}} max(a, v)) over the plane.
 // One invocation per (n, block of 4 outputs k): for every input slice c4 it pools the slice's
-// H x W pixels (4 pixels of a row per iteration into 4 accumulators, as global_pool_nc4hw4.wgsl),
-// then multiplies the pooled vec4 by the 4x4 block of weights. Each of the ceil(K / 4) blocks of
-// a batch item pools x again, so this runs small heads only (backends/wgpu/pool_matmul.py).
+// H x W pixels (4 pixels of a row per iteration into 4 accumulators: pooled, shared with
+// global_pool_nc4hw4.wgsl in pool/global_pool_plane.wgsl), then multiplies the pooled vec4 by the
+// 4x4 block of weights. Each of the ceil(K / 4) blocks of a batch item pools x again, so this runs
+// small heads only (backends/wgpu/pool_matmul.py).
 // Weights: [output block k4][input slice c4][4 columns: input lane j] -> vec4 over the block's 4
 // outputs (zero past C and K). Bias: a vec4 per output block (zero past K, or without bias).
 // params: 0 = invocations (N * K4), 1 = K4, 2 = K, 3 = average, 4 = has bias, 5 = alpha,
@@ -15,39 +16,11 @@
 @group(0) @binding(2) var<storage, read_write> bias: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> params: Params;
+// include: pool/global_pool_plane.wgsl
 override WG: u32 = 64u;
 
 fn act(v: f32, alpha: f32, beta: f32) -> f32 {
     return {{ACT}};
-}
-
-fn combine(a: vec4<f32>, v: vec4<f32>) -> vec4<f32> {
-    return {{COMBINE}};
-}
-
-// Slice c4 of batch item n pooled over its plane. Pixels past a row's end read the row's last
-// pixel again (harmless for max) and count as zero for the average.
-fn pooled(n: i32, c4: i32, h: i32, wd: i32, average: bool) -> vec4<f32> {
-    var a0 = load_x(n, c4, 0, 0);
-    if (average) {
-        a0 = vec4<f32>(0.0);
-    }
-    var a1 = a0; var a2 = a0; var a3 = a0;
-    let zero = vec4<f32>(0.0);
-    for (var iy = 0; iy < h; iy++) {
-        for (var ix = 0; ix < wd; ix += 4) {
-            let v0 = load_x(n, c4, iy, ix);
-            let v1 = load_x(n, c4, iy, min(ix + 1, wd - 1));
-            let v2 = load_x(n, c4, iy, min(ix + 2, wd - 1));
-            let v3 = load_x(n, c4, iy, min(ix + 3, wd - 1));
-            a0 = combine(a0, v0);
-            a1 = combine(a1, select(v1, zero, average && ix + 1 >= wd));
-            a2 = combine(a2, select(v2, zero, average && ix + 2 >= wd));
-            a3 = combine(a3, select(v3, zero, average && ix + 3 >= wd));
-        }
-    }
-    let result = combine(combine(a0, a1), combine(a2, a3));
-    return select(result, result / f32(h * wd), average);
 }
 
 @compute @workgroup_size(WG)

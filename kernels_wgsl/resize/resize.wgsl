@@ -4,7 +4,7 @@
 // Source coordinates are affine in the output position y: x = A * y + B, with A and B 64-bit fixed
 // point numbers (40 fractional bits), so integer arithmetic gives the same index on every device
 // and the host can check it against the numpy backend's (backends/wgpu/resize.py); for nearest,
-// B also holds the rounding.
+// B also holds the rounding. source_position and cubic: resize/resample.wgsl.
 // tf_crop_and_resize: positions outside [inside_lo, inside_hi] take the extrapolation value (times
 // the weight sums of the axes the numpy backend applies after it, to match it exactly).
 // params: 0 = output count, 1 = unit axes (4 - resampled axes), 2 = extrapolation value (32-bit
@@ -16,6 +16,7 @@
 @group(0) @binding(0) var<storage, read_write> x: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(2) var<uniform> params: Params;
+// include: resize/resample.wgsl
 override WG: u32 = 64u;
 
 const NEAREST: bool = {{NEAREST}};
@@ -37,27 +38,6 @@ var<private> stretch: array<f32, 4>;
 var<private> factor: array<f32, 4>;
 var<private> sums: array<f32, 4>;  // the axis's weights summed (1, or 0 when all are excluded)
 
-// a * b as a 64-bit (lo, hi) pair, from 16-bit halves (WGSL has no wide multiply).
-fn mul_wide(a: u32, b: u32) -> vec2<u32> {
-    let a0 = a & 0xffffu;
-    let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
-    return vec2<u32>((p00 & 0xffffu) | (mid << 16u), a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
-}
-
-// A * out_pos + B of axis slot s, as a 64-bit two's complement (lo, hi) pair.
-fn source_position(s: u32, out_pos: u32) -> vec2<u32> {
-    let prod = mul_wide(pu(s + 2u), out_pos);
-    let lo = prod.x + pu(s + 4u);
-    let hi = prod.y + pu(s + 3u) * out_pos + pu(s + 5u) + select(0u, 1u, lo < prod.x);
-    return vec2<u32>(lo, hi);
-}
-
 // floor of a fixed point position (arithmetic shift: negative positions floor down).
 fn position_floor(fixed: vec2<u32>) -> i32 {
     return bitcast<i32>(fixed.y) >> 8u;
@@ -66,17 +46,6 @@ fn position_floor(fixed: vec2<u32>) -> i32 {
 // The fractional part (40 bits) of a fixed point position, in [0, 1].
 fn position_frac(fixed: vec2<u32>) -> f32 {
     return f32(fixed.y & 0xffu) * 0.00390625 + f32(fixed.x) * 9.094947017729282e-13;  // 2^-8, 2^-40
-}
-
-fn cubic(t: f32, a: f32) -> f32 {
-    let s = abs(t);
-    if (s <= 1.0) {
-        return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
-    }
-    if (s < 2.0) {
-        return ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
-    }
-    return 0.0;
 }
 
 fn raw_weight(k: u32, j: u32) -> f32 {

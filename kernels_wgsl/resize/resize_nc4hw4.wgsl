@@ -5,7 +5,8 @@
 // up once per segment, the W axis once per pixel, with no private arrays (resize.wgsl, with per-axis
 // private arrays indexed at run time and index arithmetic over all dims, ran 12x slower on lavapipe).
 // Source coordinates are the fixed point lines of resize.wgsl (x = A * y + B, 40 fractional bits,
-// checked on the host against the numpy backend), so nearest indices match it exactly.
+// checked on the host against the numpy backend), so nearest indices match it exactly; both take
+// source_position and cubic from resize/resample.wgsl.
 // tf_crop_and_resize: positions outside [inside_lo, inside_hi] take the extrapolation value, times
 // the weight sum of the axis the numpy backend applies after it (p(6): whether H goes first).
 // params: 0 = invocations, 1 = segments per row, 2 = segment length, 3 = extrapolation value (f32
@@ -17,6 +18,7 @@
 {{DECL_X}}
 {{DECL_Y}}
 @group(0) @binding(2) var<uniform> params: Params;
+// include: resize/resample.wgsl
 override WG: u32 = 64u;
 
 const NEAREST: bool = {{NEAREST}};
@@ -34,38 +36,6 @@ struct Axis {
     stretch: f32,
     factor: f32,  // weight normalisation (antialias, exclude_outside)
     sum: f32,  // the axis's weights summed: 1, or 0 when exclude_outside drops every tap
-}
-
-// a * b as a 64-bit (lo, hi) pair, from 16-bit halves (WGSL has no wide multiply).
-fn mul_wide(a: u32, b: u32) -> vec2<u32> {
-    let a0 = a & 0xffffu;
-    let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
-    return vec2<u32>((p00 & 0xffffu) | (mid << 16u), a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
-}
-
-// A * out_pos + B of the axis at slot s, as a 64-bit two's complement (lo, hi) pair.
-fn source_position(s: u32, out_pos: u32) -> vec2<u32> {
-    let prod = mul_wide(pu(s + 2u), out_pos);
-    let lo = prod.x + pu(s + 4u);
-    let hi = prod.y + pu(s + 3u) * out_pos + pu(s + 5u) + select(0u, 1u, lo < prod.x);
-    return vec2<u32>(lo, hi);
-}
-
-fn cubic(t: f32, a: f32) -> f32 {
-    let s = abs(t);
-    if (s <= 1.0) {
-        return ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
-    }
-    if (s < 2.0) {
-        return ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a;
-    }
-    return 0.0;
 }
 
 fn raw_weight(a: Axis, j: i32) -> f32 {
