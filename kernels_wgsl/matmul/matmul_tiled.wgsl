@@ -19,6 +19,7 @@
 @group(0) @binding(6) var<storage, read_write> y2: array<{{T}}>;
 @group(0) @binding(7) var<uniform> params: Params;
 // include: matmul/epilogue.wgsl
+// include: matmul/batch_offsets.wgsl
 override WG: u32 = 64u;
 
 const TILE = {{TILE}};
@@ -75,20 +76,11 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     }
     let tm0 = i32((group / tiles_n) % tiles_m) * TILE;
     let tn0 = i32(group % tiles_n) * TILE;
-    var rest = group / (tiles_n * tiles_m);
-    var ao = 0;
-    var bo = 0;
-    var co = 0;
-    var yo = 0;
-    for (var d = 3; d >= 0; d--) {
-        let size = pu(8u + u32(d));
-        let coord = i32(rest % size);
-        rest = rest / size;
-        ao += coord * p(12u + u32(d));
-        bo += coord * p(16u + u32(d));
-        co += coord * p(20u + u32(d));
-        yo += coord * p(36u + u32(d));
-    }
+    let offsets = batch_offsets(group / (tiles_n * tiles_m));  // of this product in A, B, C and Y
+    let ao = offsets.x;
+    let bo = offsets.y;
+    let co = offsets.z;
+    let yo = offsets.w;
     // Consecutive invocations stage consecutive elements of A's contiguous axis: along k when A is
     // row-major (unit k stride), else along its rows; B along its columns or along k alike.
     let a_k_fast = p(25u) == 1;

@@ -2,13 +2,14 @@
 // elements lie contiguous, L = C / G * S elements. Mean, then the variance of the centred
 // values (two passes, as the numpy backend), then y = (x - mean) * inv_std * scale + bias per
 // channel (or per group with per_group). Sums run in 4 lanes, shifted by the row's first element
-// (a row far from zero loses no precision).
+// (a row far from zero loses no precision): row_mean and row_variance, norm/row_moments.wgsl.
 // params: 0 rows (N * G), 1 G, 2 channels per group, 3 S, 4 epsilon, 5 per_group.
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> scale: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> params: Params;
+// include: norm/row_moments.wgsl
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
@@ -22,26 +23,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let spatial = pu(3u);
     let size = channels * spatial;
     let base = row * size;
-    let body = size / 4u * 4u;
-    let shift = x[base];
-    var sum = vec4<f32>();
-    for (var s = 0u; s < body; s += 4u) {
-        sum += vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - shift;
-    }
-    for (var s = body; s < size; s++) {
-        sum.x += x[base + s] - shift;
-    }
-    let mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(size);
-    var sq = vec4<f32>();
-    for (var s = 0u; s < body; s += 4u) {
-        let d = vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - mean;
-        sq += d * d;
-    }
-    for (var s = body; s < size; s++) {
-        let d = x[base + s] - mean;
-        sq.x += d * d;
-    }
-    let inv_std = 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(size) + pf(4u));
+    let mean = row_mean(base, size);
+    let inv_std = 1.0 / sqrt(row_variance(base, size, mean) + pf(4u));
     let per_group = p(5u) != 0;
     for (var k = 0u; k < channels; k++) {
         let param = select(g * channels + k, g, per_group);

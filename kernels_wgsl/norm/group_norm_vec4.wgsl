@@ -2,7 +2,7 @@
 // (n, group) row, for spatial sizes that are whole vec4s (so every channel of a row starts on one):
 // X and Y are read and written a vec4 at a time, a quarter of group_norm.wgsl's loads (on lavapipe
 // each load is a loop over the SIMD lanes, whatever its width). Sums of x - shift (the row's first
-// element), as group_norm.wgsl.
+// element), as group_norm.wgsl's (norm/row_moments.wgsl).
 @group(0) @binding(0) var<storage, read_write> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> scale: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;

@@ -1,6 +1,7 @@
 // InstanceNorm: one invocation per (n, c) row of S spatial elements: mean, then the variance of
 // the centred values (two passes, as the numpy backend, for accuracy), then the normalized row.
-// Sums run in 4 lanes (elements s, s+4, ...) for shorter dependency chains and smaller rounding.
+// Sums run in 4 lanes (elements s, s+4, ...) for shorter dependency chains and smaller rounding
+// (row_mean and row_variance, norm/row_moments.wgsl).
 // params: 0 rows (N * C), 1 C, 2 S, 3 epsilon, 4 bias stride per channel, 5 bias stride per
 // spatial element ((C,) bias: 1, 0; (C, *spatial) bias: S, 1).
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
@@ -8,6 +9,7 @@
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> params: Params;
+// include: norm/row_moments.wgsl
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
@@ -19,27 +21,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let c = row % pu(1u);
     let size = pu(2u);
     let base = row * size;
-    let body = size / 4u * 4u;
-    // Sums of x - shift (the row's first element): a row far from zero loses no precision.
-    let shift = x[base];
-    var sum = vec4<f32>();
-    for (var s = 0u; s < body; s += 4u) {
-        sum += vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - shift;
-    }
-    for (var s = body; s < size; s++) {
-        sum.x += x[base + s] - shift;
-    }
-    let mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(size);
-    var sq = vec4<f32>();
-    for (var s = 0u; s < body; s += 4u) {
-        let d = vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - mean;
-        sq += d * d;
-    }
-    for (var s = body; s < size; s++) {
-        let d = x[base + s] - mean;
-        sq.x += d * d;
-    }
-    let inv_std = 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(size) + pf(3u));
+    let mean = row_mean(base, size);
+    let inv_std = 1.0 / sqrt(row_variance(base, size, mean) + pf(3u));
     let a = scale[c] * inv_std;
     let bias_base = c * pu(4u);
     let bias_step = pu(5u);

@@ -1,10 +1,11 @@
 // LayerNorm: one invocation per normalized row of D elements: mean, variance of the centred
-// values (two passes, as the numpy backend), then y = (x - mean) * inv_std * scale + bias, and
-// the row's Mean / InvStdDev when those outputs exist. RMSNorm (flag 15) skips the mean pass:
-// the mean is 0, so the "variance" is the mean square. Scale and bias broadcast over the
-// normalized axes: with one (merged) axis their offset is d * stride, otherwise the strided
-// offset over the rank-6 normalized shape. Absent bias / statistics outputs are bound to a stand-in
-// tensor and never touched (flags), so one pipeline serves every combination.
+// values (two passes, as the numpy backend: norm/row_moments.wgsl), then
+// y = (x - mean) * inv_std * scale + bias, and the row's Mean / InvStdDev when those outputs exist.
+// RMSNorm (flag 15) skips the mean pass: the mean is 0, so the "variance" is the mean square.
+// Scale and bias broadcast over the normalized axes: with one (merged) axis their offset is
+// d * stride, otherwise the strided offset over the rank-6 normalized shape. Absent bias /
+// statistics outputs are bound to a stand-in tensor and never touched (flags), so one pipeline
+// serves every combination.
 // params: 0 rows, 1 D, 2 epsilon, 3 has bias, 4 write mean, 5 write inv_std, 6 one-axis flag,
 // 7 scale stride, 8..13 normalized shape, 14 bias stride, 15 RMSNorm, 16.. scale strides,
 // 24.. bias strides.
@@ -15,6 +16,7 @@
 @group(0) @binding(4) var<storage, read_write> mean_out: array<f32>;
 @group(0) @binding(5) var<storage, read_write> inv_std_out: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
+// include: norm/row_moments.wgsl
 override WG: u32 = 64u;
 
 fn param_offsets(d: u32) -> vec2<i32> {
@@ -32,30 +34,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let size = pu(1u);
     let base = row * size;
-    let body = size / 4u * 4u;
     var mean = 0.0;
     if (p(15u) == 0) {
-        // Sums of x - shift (the row's first element): a row far from zero loses no precision.
-        let shift = x[base];
-        var sum = vec4<f32>();
-        for (var s = 0u; s < body; s += 4u) {
-            sum += vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - shift;
-        }
-        for (var s = body; s < size; s++) {
-            sum.x += x[base + s] - shift;
-        }
-        mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(size);
+        mean = row_mean(base, size);
     }
-    var sq = vec4<f32>();
-    for (var s = 0u; s < body; s += 4u) {
-        let d = vec4<f32>(x[base + s], x[base + s + 1u], x[base + s + 2u], x[base + s + 3u]) - mean;
-        sq += d * d;
-    }
-    for (var s = body; s < size; s++) {
-        let d = x[base + s] - mean;
-        sq.x += d * d;
-    }
-    let inv_std = 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(size) + pf(2u));
+    let inv_std = 1.0 / sqrt(row_variance(base, size, mean) + pf(2u));
     let has_bias = p(3u) != 0;
     for (var s = 0u; s < size; s++) {
         let o = param_offsets(s);

@@ -23,6 +23,7 @@
 @group(0) @binding(9) var<storage, read_write> y_c: array<f32>;
 @group(0) @binding(10) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(11) var<uniform> params: Params;
+// include: rnn/shared.wgsl
 override WG: u32 = 64u;
 
 const MAXH: u32 = 512u;  // units per state array (backends/wgpu/rnn.py refuses larger H)
@@ -30,30 +31,6 @@ const RH: u32 = 1024u;  // r * h of the GRU candidate
 const OWN: u32 = 1536u;  // c (LSTM) or z (GRU) of each unit: only its owner touches it
 // [0, MAXH) and [MAXH, 2 MAXH): h before even / odd steps, then RH and OWN.
 var<workgroup> mem: array<f32, 2048>;
-
-fn activate(which: u32, dir: u32, x_in: f32) -> f32 {
-    let slot = dir * 3u + which;
-    let a = pf(38u + slot);
-    let b = pf(44u + slot);
-    // clip bounds the inputs of the gate activations (f, g), not the LSTM output's h(c).
-    let x = select(x_in, clamp(x_in, -pf(16u), pf(16u)), p(15u) != 0 && which < 2u);
-    switch p(32u + slot) {
-        case 0: {  // Sigmoid, from exp of a non-positive number only
-            let e = exp(-abs(x));
-            return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
-        }
-        case 1: { return wg_tanh(x); }
-        case 2: { return max(x, 0.0); }  // Relu
-        case 3: { return clamp(a * x + b, 0.0, 1.0); }  // HardSigmoid
-        case 4: { return a * x + b; }  // Affine
-        case 5: { return select(a * x, x, x >= 0.0); }  // LeakyRelu
-        case 6: { return select(0.0, x, x > a); }  // ThresholdedRelu
-        case 7: { return a * wg_tanh(b * x); }  // ScaledTanh
-        case 8: { return select(a * (exp(min(x, 0.0)) - 1.0), x, x >= 0.0); }  // Elu
-        case 9: { return x / (1.0 + abs(x)); }  // Softsign
-        default: { return max(x, 0.0) + wg_log1p(exp(-abs(x))); }  // Softplus
-    }
-}
 
 fn r4(at: u32, sk: u32) -> vec4<f32> {
     return vec4<f32>(rw[at], rw[at + sk], rw[at + 2u * sk], rw[at + 3u * sk]);
@@ -186,14 +163,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let d = group / batch;
     let n = group % batch;
     let reverse = direction == 1u || d == 1u;
-    var len = steps;
-    if (p(6u) != 0) {
-        let given = lens[n];
-        if (given < 0 || given > i32(steps)) {
-            report_bad(n, given);  // the host raises; the clamped length keeps every access in bounds
-        }
-        len = u32(clamp(given, 0, i32(steps)));
-    }
+    let len = sequence_length(n, steps);
     let so = d * pu(23u) + n * pu(24u);
     let row = Row(d, d * pu(17u) + n * pu(18u), d * pu(20u) + n * pu(21u), so,
                   d * 2u * pu(28u) * size, d * pu(25u));

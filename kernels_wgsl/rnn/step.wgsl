@@ -19,31 +19,8 @@
 @group(0) @binding(9) var<storage, read_write> y_c: array<f32>;
 @group(0) @binding(10) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(11) var<uniform> params: Params;
+// include: rnn/shared.wgsl
 override WG: u32 = 64u;
-
-fn activate(which: u32, dir: u32, x_in: f32) -> f32 {
-    let slot = dir * 3u + which;
-    let a = pf(38u + slot);
-    let b = pf(44u + slot);
-    // clip bounds the inputs of the gate activations (f, g), not the LSTM output's h(c).
-    let x = select(x_in, clamp(x_in, -pf(16u), pf(16u)), p(15u) != 0 && which < 2u);
-    switch p(32u + slot) {
-        case 0: {  // Sigmoid, from exp of a non-positive number only
-            let e = exp(-abs(x));
-            return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
-        }
-        case 1: { return wg_tanh(x); }
-        case 2: { return max(x, 0.0); }  // Relu
-        case 3: { return clamp(a * x + b, 0.0, 1.0); }  // HardSigmoid
-        case 4: { return a * x + b; }  // Affine
-        case 5: { return select(a * x, x, x >= 0.0); }  // LeakyRelu
-        case 6: { return select(0.0, x, x > a); }  // ThresholdedRelu
-        case 7: { return a * wg_tanh(b * x); }  // ScaledTanh
-        case 8: { return select(a * (exp(min(x, 0.0)) - 1.0), x, x >= 0.0); }  // Elu
-        case 9: { return x / (1.0 + abs(x)); }  // Softsign
-        default: { return max(x, 0.0) + wg_log1p(exp(-abs(x))); }  // Softplus
-    }
-}
 
 // Element `at` of the state source: 0 initial_h, 1 Y, 2 Y_h (GRU's r * h).
 fn state(src: u32, at: u32) -> f32 {
@@ -98,14 +75,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let n = (index / size) % batch;
     let d = index / (size * batch);
     let reverse = direction == 1u || d == 1u;
-    var len = steps;
-    if (p(6u) != 0) {
-        let given = lens[n];
-        if (given < 0 || given > i32(steps)) {
-            report_bad(n, given);  // the host raises; the clamped length keeps every access in bounds
-        }
-        len = u32(clamp(given, 0, i32(steps)));
-    }
+    let len = sequence_length(n, steps);
     let s = pu(50u);
     let mode = p(51u);
     let so = d * pu(23u) + n * pu(24u);
