@@ -260,7 +260,7 @@ def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapte
         cell = {"status": runner.status}
         if runner.status == "ok":
             cell.update(median_ms=statistics.median(runner.samples), min_ms=min(runner.samples),
-                        max_ms=max(runner.samples), max_rel_error=runner.error)
+                        max_ms=max(runner.samples), max_rel_error=runner.error, samples_ms=runner.samples)
             if getattr(runner.run, "device", None):
                 cell["device"] = runner.run.device
         cells[runner.name] = cell
@@ -316,7 +316,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"[{i}] {note.replace('|', '/')}" for i, note in enumerate(notes, 1)]
-    lines += gpu_peer_ratios(result)
+    lines += target_ratios(result)
     devices = [f"{row['model']} {cell['device']}" for row in result["models"]
                for peer, cell in row["peers"].items() if peer == "wgnn wgpu" and cell.get("device")]
     if devices:
@@ -335,20 +335,42 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-GPU_PEERS = ("ncnn", "wonnx")  # the peers on the same adapter, which the issue's targets compare against
+# The ratios the issue's targets are about: wgnn's wgpu backend over the GPU peers on the same
+# adapter, and its numpy backend over onnxruntime.
+TARGET_RATIOS = (("wgnn wgpu", "ncnn"), ("wgnn wgpu", "wonnx"), ("wgnn numpy", "onnxruntime"))
+RESAMPLES = 2000
 
 
-def gpu_peer_ratios(result: dict) -> list[str]:
-    """One line per GPU peer: wgnn wgpu's median over the peer's, per model both ran right."""
+def ratio_interval(ours: list[float], theirs: list[float], *, resamples: int = RESAMPLES,
+                   seed: int = 0) -> tuple[float, float] | None:
+    """95% interval of median(ours) / median(theirs) by a paired bootstrap over the rounds: a
+    resample draws whole rounds, so the two runners keep the machine phase they shared. None with
+    fewer than 5 rounds."""
+    if len(ours) != len(theirs) or len(ours) < 5:
+        return None
+    rng = np.random.default_rng(seed)
+    rounds = rng.integers(0, len(ours), size=(resamples, len(ours)))
+    ratios = np.median(np.asarray(ours)[rounds], axis=1) / np.median(np.asarray(theirs)[rounds], axis=1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def target_ratios(result: dict) -> list[str]:
+    """One line per target pair (TARGET_RATIOS): the first runner's median over the second's, per
+    model both ran right, with its 95% interval where the rounds allow one."""
     lines = []
-    for peer in GPU_PEERS:
+    for mine, peer in TARGET_RATIOS:
         ratios = []
         for row in result["models"]:
-            ours, theirs = row["peers"].get("wgnn wgpu"), row["peers"].get(peer)
+            ours, theirs = row["peers"].get(mine), row["peers"].get(peer)
             if ours and theirs and ours["status"] == theirs["status"] == "ok":
-                ratios.append(f"{row['model']} x{ours['median_ms'] / theirs['median_ms']:.2f}")
+                text = f"{row['model']} x{ours['median_ms'] / theirs['median_ms']:.2f}"
+                interval = ratio_interval(ours.get("samples_ms", []), theirs.get("samples_ms", []))
+                if interval is not None:
+                    text += f" (x{interval[0]:.2f}-{interval[1]:.2f})"
+                ratios.append(text)
         if ratios:
-            lines.append(f"wgnn wgpu / {peer} (medians, same rounds): " + ", ".join(ratios) + ".")
+            lines.append(f"{mine} / {peer} (medians, same rounds; 95% interval): " + ", ".join(ratios) + ".")
     return lines
 
 

@@ -99,16 +99,35 @@ def test_the_table_names_the_lavapipe_device_wgnn_chose(tmp_path, monkeypatch):
     assert "wgnn wgpu's device per model: resnet 0 lavapipe workers." in out.read_text().splitlines()
 
 
-def test_ratio_lines_against_the_gpu_peers():
-    """Under the table, wgnn wgpu's median over each GPU peer's, for the models both ran right."""
-    def cell(ms, status="ok"):
-        return {"status": status, "median_ms": ms} if status == "ok" else {"status": status}
+def test_ratio_lines_of_the_targets():
+    """Under the table, wgnn wgpu's median over each GPU peer's and wgnn numpy's over onnxruntime's,
+    for the models both ran right; with 5 rounds or more, a 95% interval."""
+    def cell(ms, status="ok", samples=()):
+        return {"status": status, "median_ms": ms, "samples_ms": list(samples)} if status == "ok" else \
+            {"status": status}
 
     result = {"models": [{"model": "resnet", "peers": {"wgnn wgpu": cell(1.0), "ncnn": cell(4.0),
                                                        "wonnx": cell(0, "wrong result (max relative error 1.2)")}},
-                         {"model": "unet", "peers": {"wgnn wgpu": cell(3.0), "ncnn": cell(2.0), "wonnx": cell(30.0)}}]}
-    assert peers.gpu_peer_ratios(result) == ["wgnn wgpu / ncnn (medians, same rounds): resnet x0.25, unet x1.50.",
-                                             "wgnn wgpu / wonnx (medians, same rounds): unet x0.10."]
+                         {"model": "unet", "peers": {"wgnn wgpu": cell(3.0), "ncnn": cell(2.0), "wonnx": cell(30.0),
+                                                     "wgnn numpy": cell(2.0, samples=[2.0] * 6),
+                                                     "onnxruntime": cell(1.0, samples=[1.0] * 6)}}]}
+    assert peers.target_ratios(result) == [
+        "wgnn wgpu / ncnn (medians, same rounds; 95% interval): resnet x0.25, unet x1.50.",
+        "wgnn wgpu / wonnx (medians, same rounds; 95% interval): unet x0.10.",
+        "wgnn numpy / onnxruntime (medians, same rounds; 95% interval): unet x2.00 (x2.00-2.00)."]
+
+
+def test_ratio_interval_is_a_paired_bootstrap():
+    """Rounds are drawn whole: a slow round slows both runners, so a constant ratio has a zero-width
+    interval however noisy the rounds; independent noise gives an interval around the ratio."""
+    rng = np.random.default_rng(1)
+    phase = rng.uniform(1.0, 3.0, size=51)  # the machine's speed, round by round
+    assert peers.ratio_interval(list(0.5 * phase), list(phase)) == pytest.approx((0.5, 0.5))
+    ours, theirs = 0.5 * rng.uniform(0.8, 1.2, size=51), rng.uniform(0.8, 1.2, size=51)
+    low, high = peers.ratio_interval(list(ours), list(theirs))
+    assert low < np.median(ours) / np.median(theirs) < high and 0.3 < low < high < 0.7
+    assert peers.ratio_interval([1.0] * 4, [2.0] * 4) is None  # too few rounds
+    assert peers.ratio_interval([1.0] * 6, [2.0] * 5) is None  # not paired
 
 
 def test_unknown_peer_is_an_error(capsys):
