@@ -197,16 +197,20 @@ def _list_with_threads(count: int) -> list:
 def _adapter_with_threads(index: int, count: int):
     """Adapter `index` as an instance listed with `count` lavapipe workers has it (made on first use;
     0 when the process's adapters are listed)."""
-    wanted = _raw_adapters()[index].summary
+    process_adapters = _raw_adapters()
+    wanted = process_adapters[index].summary
+    # The second listing is Vulkan only, so indices differ; identical adapters (two of one GPU
+    # model) keep their order, so the k-th of a summary here is the k-th there.
+    rank = [a.summary for a in process_adapters[:index]].count(wanted)
     with _lock:
         listed = _adapters_by_threads.get(count)
         if listed is None:
             listed = _adapters_by_threads[count] = _list_with_threads(count)
-    for adapter in listed:
-        if adapter.summary == wanted:
-            return adapter
-    raise AdapterError(f"a wgpu instance listed with {count} lavapipe threads lacks {wanted} "
-                       f"(it has {[a.summary for a in listed]})")
+    same = [adapter for adapter in listed if adapter.summary == wanted]
+    if rank < len(same):
+        return same[rank]
+    raise AdapterError(f"a wgpu instance listed with {count} lavapipe threads lacks adapter {index} "
+                       f"({wanted}, number {rank + 1} of that name; it has {[a.summary for a in listed]})")
 
 
 def adapters() -> list[AdapterInfo]:

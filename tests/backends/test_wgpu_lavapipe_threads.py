@@ -227,3 +227,22 @@ def test_the_choice_is_logged(process_count_unset, caplog):
         session = gpu_session(small_model())
         session.run(None, {"x": np.ones((2, 5, 3), np.float32)})
     assert any("lavapipe device with 0 worker threads" in r.getMessage() for r in caplog.records)
+
+
+def test_identical_adapters_are_matched_by_their_order(monkeypatch):
+    """Two adapters of one name: the second of the process's listing is the second of the threads
+    listing, though that listing (Vulkan only) numbers them differently."""
+    class Listed:
+        def __init__(self, summary, tag):
+            self.summary, self.tag = summary, tag
+
+    gpu = "llvmpipe (LLVM 15.0.6, 256 bits) (CPU) via Vulkan"
+    process = [Listed("llvmpipe via OpenGL", "gl"), Listed(gpu, "first"), Listed(gpu, "second")]
+    threads_listing = [Listed(gpu, "first with 3"), Listed(gpu, "second with 3")]
+    monkeypatch.setattr(gpu_context, "_raw_adapters", lambda: process)
+    monkeypatch.setitem(gpu_context._adapters_by_threads, 3, threads_listing)
+    assert gpu_context._adapter_with_threads(1, 3).tag == "first with 3"
+    assert gpu_context._adapter_with_threads(2, 3).tag == "second with 3"
+    monkeypatch.setitem(gpu_context._adapters_by_threads, 3, threads_listing[:1])
+    with pytest.raises(gpu_context.AdapterError, match=r"lacks adapter 2 .*number 2 of that name"):
+        gpu_context._adapter_with_threads(2, 3)
