@@ -136,6 +136,28 @@ def check_model(model: onnx.ModelProto, feeds: dict, *, expected: list[np.ndarra
     return results
 
 
+def check_fusion(model: onnx.ModelProto, feeds: dict, expected_ops: list[str], *,
+                 atol: float = 1e-4) -> onnx.ModelProto:
+    """A fusion pass's case: the converted nodes' op types are expected_ops, and the converted
+    model (as .wgnn bytes) on numpy and on every GPU adapter, with no fallback, computes what
+    onnxruntime computes on the original. Returns the converted model."""
+    import onnxruntime as ort
+
+    converted = wgnn.convert(model)
+    assert [n.op_type for n in converted.graph.nodes] == expected_ops
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    data = model_to_bytes(converted)
+    configs = [wgnn.Config(providers=("numpy",))] + [wgnn.Config(providers=("wgpu", "numpy"), adapter=a["index"])
+                                                       for a in gpu_adapters()]
+    for config in configs:
+        session = wgnn.InferenceSession(data, config=config)
+        got = session.run(None, feeds)
+        assert session.report()["fallbacks"] == []
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol, err_msg=str(config.providers))
+    return converted
+
+
 class Pipelines(dict):
     """id(kernel) -> (path, FLOAT text, override constants) of every pipeline the pipeline caches
     hand out while a test records them (record_pipelines)."""

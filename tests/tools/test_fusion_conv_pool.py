@@ -7,7 +7,7 @@ dispatches fewer; zoo ResNet's stem (3x3 / 2 windows, which overlap) stays apart
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import gpu_adapters
+from helpers import check_fusion, gpu_adapters
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.models.format import model_to_bytes
@@ -21,16 +21,6 @@ import wgnn
 rng = np.random.default_rng(3)
 FLOAT = TensorProto.FLOAT
 ADAPTERS = [a["index"] for a in gpu_adapters()]
-
-
-@pytest.fixture(autouse=True)
-def wired(monkeypatch):
-    """The pass in the converter's pipeline right after fuse_activations (where the lead wires it;
-    a no-op once it is there)."""
-    passes = list(fusion.FUSION_PASSES)
-    if fuse_conv_maxpool not in passes:
-        passes.insert(passes.index(fusion.fuse_activations) + 1, fuse_conv_maxpool)
-        monkeypatch.setattr(fusion, "FUSION_PASSES", tuple(passes))
 
 
 def r(*shape, scale=1.0):
@@ -92,31 +82,13 @@ def level(cin=5, cout=6, *, kernel=3, stride=1, group=1, batchnorm=True, act="Re
     return model, feeds
 
 
-def check(model, feeds, expected_ops):
-    """The converted nodes' op types are expected_ops; numpy and every GPU adapter match onnxruntime
-    with no fallback. Returns the converted graph."""
-    converted = wgnn.convert(model)
-    assert [n.op_type for n in converted.graph.nodes] == expected_ops
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    data = model_to_bytes(converted)
-    configs = [wgnn.Config(providers=("numpy",))] + [wgnn.Config(providers=("wgpu", "numpy"), adapter=a)
-                                                       for a in ADAPTERS]
-    for config in configs:
-        session = wgnn.InferenceSession(data, config=config)
-        got = session.run(None, feeds)
-        assert session.report()["fallbacks"] == []
-        for g, w in zip(got, want, strict=True):
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=str(config.providers))
-    return converted.graph
-
-
 @pytest.mark.parametrize("options", [{}, {"cin": 3, "cout": 16, "stride": 2, "kernel": 7},
                                      {"group": 5, "cin": 5, "cout": 5, "act": None},
                                      {"pool": (3, 3), "pool_pads": [1, 1, 2, 2], "ceil_mode": 1, "size": (9, 11)},
                                      {"auto_pad": "VALID", "act": "Sigmoid"}],
                          ids=["2x2", "stem-7x7s2", "depthwise", "3x3-stride-3-pads-ceil", "valid-sigmoid"])
 def test_conv_and_maxpool_fuse(options):
-    node = check(*level(**options), ["ConvMaxPool"]).nodes[0]
+    node = check_fusion(*level(**options), ["ConvMaxPool"]).graph.nodes[0]
     assert node.inputs[0] == "x" and node.outputs == ["y"]
     pool = list(options.get("pool", (2, 2)))
     assert node.attrs["pool_kernel_shape"] == pool and node.attrs["pool_strides"] == pool
@@ -124,7 +96,7 @@ def test_conv_and_maxpool_fuse(options):
 
 
 def test_folded_batchnorm_and_relu_ride_along():
-    node = check(*level(), ["ConvMaxPool"]).nodes[0]
+    node = check_fusion(*level(), ["ConvMaxPool"]).graph.nodes[0]
     assert node.inputs[1] != "w" and node.inputs[2] != "b"  # BatchNorm folded into new constants
     assert node.attrs["activation"] == "relu" and node.attrs["pool_pads"] == [0, 0, 0, 0]
 
@@ -132,7 +104,7 @@ def test_folded_batchnorm_and_relu_ride_along():
 @pytest.mark.parametrize("options", [{"extra_reader": True}, {"conv_output": True}],
                          ids=["conv output read elsewhere", "conv output is a graph output"])
 def test_a_conv_output_needed_elsewhere_is_kept(options):
-    graph = check(*level(**options), ["ConvMaxPool"] + (["Unary"] if options.get("extra_reader") else []))
+    graph = check_fusion(*level(**options), ["ConvMaxPool"] + (["Unary"] if options.get("extra_reader") else [])).graph
     assert graph.nodes[0].outputs == ["y", "c"]
 
 
@@ -151,7 +123,7 @@ def test_two_levels_fuse_in_place_of_their_convs():
         init.name = renamed[init.name]
         model.graph.initializer.append(init)
     model.graph.output[0].name = "y_2"
-    graph = check(model, feeds, ["ConvMaxPool", "Unary", "ConvMaxPool"])
+    graph = check_fusion(model, feeds, ["ConvMaxPool", "Unary", "ConvMaxPool"]).graph
     assert graph.nodes[0].outputs == ["y", "c"] and graph.nodes[2].outputs == ["y_2"]
 
 
@@ -186,7 +158,7 @@ def test_refusals_keep_both_nodes(options):
 
 def test_wide_strided_convs_fuse():
     """Only 3x3 stride-1 convs may run Winograd: a wide strided one fuses."""
-    check(*level(cin=48, cout=32, stride=2, batchnorm=False), ["ConvMaxPool"])
+    check_fusion(*level(cin=48, cout=32, stride=2, batchnorm=False), ["ConvMaxPool"])
 
 
 def test_a_conv_output_read_in_a_subgraph_is_kept():

@@ -6,7 +6,7 @@ still matches onnxruntime."""
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import gpu_adapters
+from helpers import check_fusion, gpu_adapters
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.models.format import model_to_bytes
@@ -21,16 +21,6 @@ import wgnn
 rng = np.random.default_rng(1)
 FLOAT = TensorProto.FLOAT
 ADAPTERS = [a["index"] for a in gpu_adapters()]
-
-
-@pytest.fixture(autouse=True)
-def wired(monkeypatch):
-    """The pass in the converter's pipeline right after fuse_activations (where the lead wires it;
-    a no-op once it is there)."""
-    passes = list(fusion.FUSION_PASSES)
-    if fuse_depthwise_pointwise not in passes:
-        passes.insert(passes.index(fusion.fuse_activations) + 1, fuse_depthwise_pointwise)
-        monkeypatch.setattr(fusion, "FUSION_PASSES", tuple(passes))
 
 
 def r(*shape, scale=1.0):
@@ -80,28 +70,10 @@ def block(c=6, cout=4, *, dw_stride=1, dw_kernel=3, dw_dilation=1, pw_stride=1, 
     return model, feeds
 
 
-def check(model, feeds, expected_ops):
-    """The converted nodes' op types are expected_ops; numpy and every GPU adapter match onnxruntime.
-    Returns the converted graph."""
-    converted = wgnn.convert(model)
-    assert [n.op_type for n in converted.graph.nodes] == expected_ops
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    data = model_to_bytes(converted)
-    configs = [wgnn.Config(providers=("numpy",))] + [wgnn.Config(providers=("wgpu", "numpy"), adapter=a)
-                                                       for a in ADAPTERS]
-    for config in configs:
-        session = wgnn.InferenceSession(data, config=config)
-        got = session.run(None, feeds)
-        assert session.report()["fallbacks"] == []
-        for g, w in zip(got, want, strict=True):
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=str(config.providers))
-    return converted.graph
-
-
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("cout", [1, 24, 32])
 def test_the_pair_fuses(stride, cout):
-    graph = check(*block(c=10, cout=cout, dw_stride=stride), ["ConvDwPw"])
+    graph = check_fusion(*block(c=10, cout=cout, dw_stride=stride), ["ConvDwPw"]).graph
     node = graph.nodes[0]
     assert node.inputs[0] == "x" and node.outputs == ["y"]
     assert node.attrs["dw_activation"] == "clip" and node.attrs["dw_activation_beta"] == 6.0
@@ -113,7 +85,7 @@ def test_residual_and_activation_of_the_pointwise_conv_fuse():
     relu = helper.make_node("Relu", ["y"], ["z"])
     model.graph.node.append(relu)
     model.graph.output[0].name = "z"
-    node = check(model, feeds, ["ConvDwPw"]).nodes[0]
+    node = check_fusion(model, feeds, ["ConvDwPw"]).graph.nodes[0]
     assert node.inputs[5] == "r" and node.attrs["activation"] == "relu"
 
 
@@ -132,7 +104,7 @@ def test_two_blocks_fuse_separately():
         init.name = renamed[init.name]
         model.graph.initializer.append(init)
     model.graph.output[0].name = "y_2"
-    check(model, feeds, ["ConvDwPw", "ConvDwPw"])
+    check_fusion(model, feeds, ["ConvDwPw", "ConvDwPw"])
 
 
 REFUSED = {

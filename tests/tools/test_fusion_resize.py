@@ -5,7 +5,7 @@ refusals keep the order; zoo UNet's upsample -> 1x1 swaps and still matches onnx
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import gpu_adapters
+from helpers import check_fusion, gpu_adapters
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.models.format import model_to_bytes
 from wgnn.models.zoo import build as build_zoo
@@ -62,23 +62,11 @@ def upsample_project(c=5, cout=3, *, mode="linear", scales=(1.0, 1.0, 2.0, 2.0),
 
 
 def check(model, feeds, expected_ops, exact=False):
-    """The converted nodes' op types are expected_ops; numpy and every GPU adapter match onnxruntime
-    (numpy bit for bit against the unswapped conversion when exact)."""
-    converted = wgnn.convert(model)
-    assert [n.op_type for n in converted.graph.nodes] == expected_ops
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    data = model_to_bytes(converted)
-    configs = [wgnn.Config(providers=("numpy",))] + [wgnn.Config(providers=("wgpu", "numpy"), adapter=a)
-                                                       for a in ADAPTERS]
-    for config in configs:
-        session = wgnn.InferenceSession(data, config=config)
-        got = session.run(None, feeds)
-        assert session.report()["fallbacks"] == []
-        for g, w in zip(got, want, strict=True):
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=str(config.providers))
+    """check_fusion, and with exact numpy bit for bit against the unswapped conversion."""
+    converted = check_fusion(model, feeds, expected_ops, atol=1e-5)
     if exact:
         plain = wgnn.InferenceSession(wgnn.convert(model, optimize=False), providers=["numpy"]).run(None, feeds)
-        swapped = wgnn.InferenceSession(data, providers=["numpy"]).run(None, feeds)
+        swapped = wgnn.InferenceSession(model_to_bytes(converted), providers=["numpy"]).run(None, feeds)
         for a, b in zip(swapped, plain, strict=True):
             np.testing.assert_array_equal(a, b)
     return converted.graph
