@@ -10,16 +10,9 @@
 {{DECL_Y}}
 {{DECL_R}}
 @group(0) @binding(4) var<uniform> params: Params;
+// include: conv/winograd_tile.wgsl
+// include: conv/winograd_epilogue.wgsl
 override WG: u32 = 64u;
-
-// include: conv/finish.wgsl
-
-// Bias, residual, activation and store of output pixel (n, oc4, oy, ox) when it is inside.
-fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
-    if (oy < p(23u) && ox < p(24u)) {
-        store_y(n, oc4, oy, ox, finish(n, oc4, oy, ox, acc + b));
-    }
-}
 
 // A^T applied to 4 values along one axis.
 fn at(a: array<vec4<f32>, 4>) -> array<vec4<f32>, 2> {
@@ -37,28 +30,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (index >= p(0u)) {
         return;
     }
-    let tw = p(1u); let th = p(2u); let c4s = p(22u);
-    var rest = index;
-    let tx = rest % tw; rest /= tw;
-    let ty = rest % th; rest /= th;
-    let oc4 = rest % c4s;
-    let n = rest / c4s;
-    let tiles = p(3u);
-    let base = oc4 * tiles + (n * th + ty) * tw + tx;
-    let step = p(4u) * tiles;  // from one position to the next
-    var b = vec4<f32>(0.0);
-    if (p(12u) != 0) {
-        b = bias[oc4];
-    }
+    let t = winograd_tile(index, p(22u));
+    let b = slice_bias(t.c4);
+    let step = t.step;
     // Rows along W first, then each column along H; constant indices only (registers).
-    let e0 = at(load_row(base, step));
-    let e1 = at(load_row(base + 4 * step, step));
-    let e2 = at(load_row(base + 8 * step, step));
-    let e3 = at(load_row(base + 12 * step, step));
+    let e0 = at(load_row(t.at, step));
+    let e1 = at(load_row(t.at + 4 * step, step));
+    let e2 = at(load_row(t.at + 8 * step, step));
+    let e3 = at(load_row(t.at + 12 * step, step));
     let c0 = at(array<vec4<f32>, 4>(e0[0], e1[0], e2[0], e3[0]));
     let c1 = at(array<vec4<f32>, 4>(e0[1], e1[1], e2[1], e3[1]));
-    let oy = ty * 2;
-    let ox = tx * 2;
-    put(n, oc4, oy, ox, c0[0], b); put(n, oc4, oy + 1, ox, c0[1], b);
-    put(n, oc4, oy, ox + 1, c1[0], b); put(n, oc4, oy + 1, ox + 1, c1[1], b);
+    let oy = t.ty * 2;
+    let ox = t.tx * 2;
+    put(t, oy, ox, c0[0], b); put(t, oy + 1, ox, c0[1], b);
+    put(t, oy, ox + 1, c1[0], b); put(t, oy + 1, ox + 1, c1[1], b);
 }

@@ -4,12 +4,9 @@
 {{DECL_X}}
 @group(0) @binding(1) var<storage, read_write> v: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> params: Params;
+// include: conv/winograd_tap.wgsl
+// include: conv/winograd_tile.wgsl
 override WG: u32 = 64u;
-
-fn tap(n: i32, c4: i32, iy: i32, ix: i32) -> vec4<f32> {
-    let inside = iy >= 0 && iy < p(18u) && ix >= 0 && ix < p(19u);
-    return select(vec4<f32>(0.0), load_x(n, c4, clamp(iy, 0, p(18u) - 1), clamp(ix, 0, p(19u) - 1)), inside);
-}
 
 // The 6 input pixels of a tile row (zeros in the padding).
 fn row(n: i32, c4: i32, iy: i32, ix: i32) -> array<vec4<f32>, 6> {
@@ -42,29 +39,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (index >= p(0u)) {
         return;
     }
-    let tw = p(1u); let th = p(2u); let c4s = p(4u);
-    var rest = index;
-    let tx = rest % tw; rest /= tw;
-    let ty = rest % th; rest /= th;
-    let c4 = rest % c4s;
-    let n = rest / c4s;
-    let iy = ty * 4 - p(10u);
-    let ix = tx * 4 - p(11u);
+    let t = winograd_tile(index, p(4u));
+    let iy = t.ty * 4 - p(10u);
+    let ix = t.tx * 4 - p(11u);
     // Rows transformed along W first, then each column along H; constant indices only, so every
     // value stays in registers (a loop over a private array was ~2x slower on lavapipe).
-    let e0 = bt(row(n, c4, iy, ix));
-    let e1 = bt(row(n, c4, iy + 1, ix));
-    let e2 = bt(row(n, c4, iy + 2, ix));
-    let e3 = bt(row(n, c4, iy + 3, ix));
-    let e4 = bt(row(n, c4, iy + 4, ix));
-    let e5 = bt(row(n, c4, iy + 5, ix));
-    let tiles = p(3u);
-    let out = c4 * tiles + (n * th + ty) * tw + tx;
-    let step = c4s * tiles;
-    put(out, 6 * step, bt(array<vec4<f32>, 6>(e0[0], e1[0], e2[0], e3[0], e4[0], e5[0])));
-    put(out + step, 6 * step, bt(array<vec4<f32>, 6>(e0[1], e1[1], e2[1], e3[1], e4[1], e5[1])));
-    put(out + 2 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[2], e1[2], e2[2], e3[2], e4[2], e5[2])));
-    put(out + 3 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[3], e1[3], e2[3], e3[3], e4[3], e5[3])));
-    put(out + 4 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[4], e1[4], e2[4], e3[4], e4[4], e5[4])));
-    put(out + 5 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[5], e1[5], e2[5], e3[5], e4[5], e5[5])));
+    let e0 = bt(row(t.n, t.c4, iy, ix));
+    let e1 = bt(row(t.n, t.c4, iy + 1, ix));
+    let e2 = bt(row(t.n, t.c4, iy + 2, ix));
+    let e3 = bt(row(t.n, t.c4, iy + 3, ix));
+    let e4 = bt(row(t.n, t.c4, iy + 4, ix));
+    let e5 = bt(row(t.n, t.c4, iy + 5, ix));
+    let step = t.step;
+    put(t.at, 6 * step, bt(array<vec4<f32>, 6>(e0[0], e1[0], e2[0], e3[0], e4[0], e5[0])));
+    put(t.at + step, 6 * step, bt(array<vec4<f32>, 6>(e0[1], e1[1], e2[1], e3[1], e4[1], e5[1])));
+    put(t.at + 2 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[2], e1[2], e2[2], e3[2], e4[2], e5[2])));
+    put(t.at + 3 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[3], e1[3], e2[3], e3[3], e4[3], e5[3])));
+    put(t.at + 4 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[4], e1[4], e2[4], e3[4], e4[4], e5[4])));
+    put(t.at + 5 * step, 6 * step, bt(array<vec4<f32>, 6>(e0[5], e1[5], e2[5], e3[5], e4[5], e5[5])));
 }

@@ -1,5 +1,5 @@
-// The batch offsets of the MatMul kernels (included by matmul_blocked, matmul_subgroup and
-// matmul_tiled): where one product of the batch starts in A, B, C and Y.
+// The batch offsets of the MatMul kernels (included by matmul_tiled, and by matmul_blocked and
+// matmul_subgroup through block8_operands): where one product of the batch starts in A, B, C and Y.
 
 // Offsets (A, B, C, Y) of product `batch`: its coordinates in the batch shape (slots 8..11,
 // right-aligned) times each tensor's batch strides (12.., 16.., 20.., 36..; 0 on broadcast).

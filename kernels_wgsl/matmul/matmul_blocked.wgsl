@@ -16,58 +16,20 @@
 // its place and never read), 36..39 Y batch strides, 40 Y row stride, 41 Y column stride (Y is
 // contiguous unless the op's perm_y permutes the product's axes), 42 a split part's width (with
 // SPLIT > 1 column n goes to output n / width, y, y1 or y2, at column n % width).
-@group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
-@group(0) @binding(1) var<storage, read_write> b: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> bv: array<vec4<{{T}}>>;
-@group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> res: array<{{T}}>;
-@group(0) @binding(5) var<storage, read_write> y: array<{{T}}>;
-@group(0) @binding(6) var<storage, read_write> y1: array<{{T}}>;
-@group(0) @binding(7) var<storage, read_write> y2: array<{{T}}>;
-@group(0) @binding(8) var<uniform> params: Params;
 // include: matmul/epilogue.wgsl
 // include: matmul/block8.wgsl
-// include: matmul/batch_offsets.wgsl
+// include: matmul/block8_operands.wgsl
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let m_size = p(0u);
-    let n_size = p(1u);
-    let k_size = p(2u);
     let per_batch = pu(4u) * pu(5u);
     let id = linear_id(gid, nwg, WG);
     if (id >= pu(3u) * per_batch) {
         return;
     }
-    let mn = block_coords(id % per_batch, pu(4u), pu(5u));
-    let m0 = i32(mn.x) * 8;
-    let n0 = i32(mn.y) * 8;
-    let offsets = batch_offsets(id / per_batch);  // of this product in A, B, C and Y
-    let ao = offsets.x;
-    let bo = offsets.y;
-    let co = offsets.z;
-    let yo = offsets.w;
-    let ask = p(25u);
-    let bsk = p(26u);
-    let last = vec4<i32>(m_size - 1);
-    let ar0 = min(vec4<i32>(m0) + vec4<i32>(0, 1, 2, 3), last) * p(24u) + ao;
-    let ar1 = min(vec4<i32>(m0) + vec4<i32>(4, 5, 6, 7), last) * p(24u) + ao;
-    let bc0 = min(vec4<i32>(n0) + vec4<i32>(0, 1, 2, 3), vec4<i32>(n_size - 1)) * p(27u) + bo;
-    let bc1 = min(vec4<i32>(n0) + vec4<i32>(4, 5, 6, 7), vec4<i32>(n_size - 1)) * p(27u) + bo;
-    // vec4 path: columns n0..n0+3 and n0+4..n0+7 (the second clamped to the row's last vec4).
-    let bv0 = (bo + n0) / 4;
-    let bv1 = (bo + min(n0 + 4, (n_size - 1) / 4 * 4)) / 4;
-    let bvk = bsk / 4;
+    let o = block8_at(id);
     var acc: array<vec4<{{T}}>, 16>;
-    if (p(34u) != 0) {
-        for (var k = 0; k < k_size; k++) {
-            fma8(&acc, load8_a(ar0, ar1, k * ask), Pair(bv[bv0 + k * bvk], bv[bv1 + k * bvk]));
-        }
-    } else {
-        for (var k = 0; k < k_size; k++) {
-            fma8(&acc, load8_a(ar0, ar1, k * ask), load8_b(bc0, bc1, k * bsk));
-        }
-    }
-    store_block(&acc, m0, n0, yo, co);
+    block8_sums(&acc, o);
+    store_block(&acc, o.m0, o.n0, o.yo, o.co);
 }

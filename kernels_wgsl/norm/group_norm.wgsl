@@ -4,11 +4,7 @@
 // channel (or per group with per_group). Sums run in 4 lanes, shifted by the row's first element
 // (a row far from zero loses no precision): row_mean and row_variance, norm/row_moments.wgsl.
 // params: 0 rows (N * G), 1 G, 2 channels per group, 3 S, 4 epsilon, 5 per_group.
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> scale: array<f32>;
-@group(0) @binding(2) var<storage, read_write> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<uniform> params: Params;
+// include: norm/group_norm_operands.wgsl
 // include: norm/row_moments.wgsl
 override WG: u32 = 64u;
 

@@ -7,11 +7,7 @@
 // channel per group, and a bias per channel or per (channel, spatial element).
 // params: 0 rows (N * G), 1 G, 2 channels per group, 3 S, 4 epsilon, 5 per_group (scale and bias
 // per group), 6 bias stride per channel, 7 bias stride per spatial element.
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> scale: array<f32>;
-@group(0) @binding(2) var<storage, read_write> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<uniform> params: Params;
+// include: norm/group_norm_operands.wgsl
 // include: reduce/workgroup_tree.wgsl
 override WG: u32 = 64u;
 

@@ -4,11 +4,7 @@
 // (row_mean and row_variance, norm/row_moments.wgsl).
 // params: 0 rows (N * C), 1 C, 2 S, 3 epsilon, 4 bias stride per channel, 5 bias stride per
 // spatial element ((C,) bias: 1, 0; (C, *spatial) bias: S, 1).
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> scale: array<f32>;
-@group(0) @binding(2) var<storage, read_write> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<uniform> params: Params;
+// include: norm/group_norm_operands.wgsl
 // include: norm/row_moments.wgsl
 override WG: u32 = 64u;
 
