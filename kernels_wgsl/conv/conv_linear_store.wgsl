@@ -1,6 +1,6 @@
-// The store of the linear-layout conv kernels (conv.wgsl, conv_slide.wgsl; included by both):
-// params 12..14 the output D H W, 32 has bias, 33 alpha, 34 beta, 35 has residual (res); y, bias
-// and res their bindings; the activation conv/activation.wgsl.
+// The store of the linear-layout conv kernels (conv.wgsl and conv_slide.wgsl, through
+// conv_linear_block.wgsl): params 12..14 the output D H W, 32 has bias, 33 alpha, 34 beta, 35 has
+// residual (res); y, bias and res their bindings; the activation conv/activation.wgsl.
 // include: conv/activation.wgsl
 
 // Bias, activation and store of 4 pixels of channel oc0 + j at output offset out (of channel

@@ -13,20 +13,8 @@
 @group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
-// include: conv/finish.wgsl
-
-// Bias, residual, activation and store of output pixel (n, oc4, oy, ox) unless it is past the
-// row's end.
-fn put(n: i32, oc4: i32, oy: i32, ox: i32, acc: vec4<f32>, b: vec4<f32>) {
-    if (ox < p(24u)) {
-        store_y(n, oc4, oy, ox, finish(n, oc4, oy, ox, acc + b));
-    }
-}
-
-// Input pixel (n, c4, iy, col), or zeros where col is outside the row (padding).
-fn tap(n: i32, c4: i32, iy: i32, col: i32, wd: i32) -> vec4<f32> {
-    return select(vec4<f32>(0.0), load_x(n, c4, iy, clamp(col, 0, wd - 1)), col >= 0 && col < wd);
-}
+// include: conv/conv_nc4hw4_block.wgsl
+// include: conv/row_tap.wgsl
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -35,17 +23,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let h = p(18u); let wd = p(19u);
-    let oc4s = p(22u); let oh = p(23u);
     let kh = p(4u); let kw = p(5u);
-    var rest = index;
-    let ox0 = (rest % p(1u)) * 8; rest /= p(1u);
-    let oy = rest % oh; rest /= oh;
-    let oc4 = rest % oc4s;
-    let n = rest / oc4s;
-    let cg4 = p(3u);
-    let ic0 = (oc4 / p(2u)) * cg4;  // first input slice of the group
+    let o = block(index);
+    let n = o.n; let oc4 = o.oc4; let oy = o.oy; let ic0 = o.ic0; let cg4 = p(3u);
     let sx = p(7u);
-    let c0 = ox0 * sx - p(11u);  // input column of pixel 0 at tap 0
+    let c0 = o.ox0 * sx - p(11u);  // input column of pixel 0 at tap 0
     let wtap = cg4 * 4;  // vec4s from one W tap to the next
     let zero = vec4<f32>(0.0);
 
@@ -77,12 +59,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
     }
 
-    var b = zero;
-    if (p(12u) != 0) {
-        b = bias[oc4];
-    }
-    put(n, oc4, oy, ox0, a0, b); put(n, oc4, oy, ox0 + 1, a1, b);
-    put(n, oc4, oy, ox0 + 2, a2, b); put(n, oc4, oy, ox0 + 3, a3, b);
-    put(n, oc4, oy, ox0 + 4, a4, b); put(n, oc4, oy, ox0 + 5, a5, b);
-    put(n, oc4, oy, ox0 + 6, a6, b); put(n, oc4, oy, ox0 + 7, a7, b);
+    put_block(o, array<vec4<f32>, 8>(a0, a1, a2, a3, a4, a5, a6, a7));
 }

@@ -9,20 +9,10 @@
 // 16..18 = kernel D H W, 20..22 = strides, 24..26 = dilations, 28..30 = pads (begin),
 // 32 = has bias, 33 = alpha, 34 = beta (f32 bits),
 // 35 = has residual (res, of y's shape, added before the activation).
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> w: array<f32>;
-@group(0) @binding(2) var<storage, read_write> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read_write> res: array<f32>;
-@group(0) @binding(5) var<uniform> params: Params;
 override WG: u32 = 64u;
 
+// include: conv/conv_linear_io.wgsl
 // include: conv/activation.wgsl
-
-// x[row + col], or 0 where col is outside the row (padding).
-fn load(row: i32, col: i32, wd: i32) -> f32 {
-    return select(0.0, x[row + clamp(col, 0, wd - 1)], col >= 0 && col < wd);
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -79,9 +69,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 }
                 for (var tx = 0; tx < kw; tx++) {
                     let ix = x0 + vec4<i32>(tx * dx);
-                    let inside = (ix >= vec4<i32>(0)) & (ix < vec4<i32>(wd));
-                    let xi = vec4<i32>(row) + clamp(ix, vec4<i32>(0), vec4<i32>(wd - 1));
-                    acc += select(vec4<f32>(0.0), vec4<f32>(x[xi.x], x[xi.y], x[xi.z], x[xi.w]), inside) * w[wi];
+                    let xi = columns(row, ix, wd);
+                    acc += select(vec4<f32>(0.0), vec4<f32>(x[xi.x], x[xi.y], x[xi.z], x[xi.w]), inside(ix, wd)) * w[wi];
                     wi += 1;
                 }
             }

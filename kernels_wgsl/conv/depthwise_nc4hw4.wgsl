@@ -17,11 +17,7 @@
 override WG: u32 = 64u;
 
 // include: conv/finish.wgsl
-
-// Input pixel (n, c4, iy, col), or zeros where col is outside the row (padding).
-fn tap(n: i32, c4: i32, iy: i32, col: i32, wd: i32) -> vec4<f32> {
-    return select(vec4<f32>(0.0), load_x(n, c4, iy, clamp(col, 0, wd - 1)), col >= 0 && col < wd);
-}
+// include: conv/row_tap.wgsl
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
