@@ -162,8 +162,10 @@ def run(source: str | Path, inputs: dict | None = None, outputs: dict | None = N
         raise InputError(f"{both} given as both input and output (a kernel that updates a buffer in place "
                          "takes it as an output with initial contents)")
     nc4 = _nc4hw4_layout(name, code, nc4hw4, set(outputs), prelude)
-    texts = {"FLOAT": "f16" if f16 else "f32", **{f"DECL_{t.upper()}": decl for t, (_, _, decl) in nc4.items()}}
-    clash = sorted(set(texts) & set(text or {}) - {"FLOAT"})
+    # ACC, the conv kernels' sums type, is f32 as in the engine unless fp16-arith asks for f16.
+    texts = {"FLOAT": "f16" if f16 else "f32", "ACC": "f32",
+             **{f"DECL_{t.upper()}": decl for t, (_, _, decl) in nc4.items()}}
+    clash = sorted(set(texts) & set(text or {}) - {"FLOAT", "ACC"})
     if clash:
         raise InputError(f"--text {clash} would replace the NC4HW4 accessor declarations --nc4hw4 generates")
     given = {k: str(v) for k, v in (text or {}).items()}

@@ -317,6 +317,21 @@ def test_api_f16(adapter):
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
+def test_acc_is_predefined_as_f32_and_can_follow_float(adapter):
+    """{{ACC}} (the conv kernels' sums) is f32 without --text, even in f16; ACC={{FLOAT}} makes it f16."""
+    features = next(a["features"] for a in gpu_adapters() if a["index"] == adapter)
+    source = AFFINE.replace("{{T}}", "{{ACC}}")
+    a = np.arange(10, dtype=np.float32)
+    options = {"inputs": {"a": a}, "outputs": {"out": 10}, "params": [10], "adapter": adapter,
+               "reference": lambda a: a * 3}
+    result = wgnn.shader.run(source, text={"EXPR": "a[i] * 3.0"}, **options)
+    assert result.ok and [b.wgsl_type for b in result.bindings[:2]] == ["array<f32>", "array<f32>"]
+    if "shader-f16" in features:
+        result = wgnn.shader.run(source, text={"EXPR": "a[i] * 3.0", "ACC": "{{FLOAT}}"}, precision="f16", **options)
+        assert result.ok and [b.wgsl_type for b in result.bindings[:2]] == ["array<f16>", "array<f16>"]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
 def test_api_in_place_output_and_override_dispatch(adapter):
     # elements per invocation from an override (so the dispatch follows the file), output updated in place
     source = RELU.replace("override WG: u32 = 64u;", "override WG: u32 = 64u;\noverride PER: u32 = 8u;") \
