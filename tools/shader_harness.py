@@ -12,7 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backends.wgpu.loader import PARAM_PATTERN, STORAGE, TEXTURE_IN, TEXTURE_OUT, UNIFORM
+from ..backends.wgpu.loader import (
+    PARAM_PATTERN,
+    STORAGE,
+    TEXTURE_IN,
+    TEXTURE_OUT,
+    UNIFORM,
+    included_fragments,
+    kernel_source,
+)
 from ..engine.errors import AdapterError, InputError, WgnnError
 from .shader_reference import Comparison, call_reference, compare, load_reference, reference_path
 from .shader_tensors import (
@@ -243,13 +251,15 @@ def run(source: str | Path, inputs: dict | None = None, outputs: dict | None = N
 
 def _nc4hw4_layout(name: str, code: str, nc4hw4, written: set[str], prelude: str) -> dict[str, tuple]:
     """NC4HW4 tensors -> (params slot, binding, accessor declaration). Their {{DECL_NAME}}
-    text parameters take the binding numbers the file leaves free, in order of appearance."""
+    text parameters take the binding numbers the kernel and its fragments leave free, in order of
+    appearance (the kernel's first, then the fragments' in the order they are appended)."""
     from ..backends.wgpu.layout import BUFFER, NC4HW4, TEXTURE, Placement, nc4hw4_text
     from .shader_wgsl import declared_binding_numbers
 
     wanted = dict(nc4hw4) if isinstance(nc4hw4, dict) else dict.fromkeys(nc4hw4)
     if not wanted:
         return {}
+    code = "\n".join([code, *(kernel_source(file) for file in included_fragments(name, code))])
     order = [p[5:].lower() for p in text_parameters(code) if p.startswith("DECL_")]
     missing = [t for t in wanted if t.lower() not in order]
     if missing:

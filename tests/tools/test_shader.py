@@ -258,6 +258,37 @@ def test_nc4hw4_input_and_output(work, adapter, prelude):
     assert report["dispatch"] == [2, 1, 1]  # 84 vec4 blocks
 
 
+# Bindings 0-4 come from the fragment, so z's accessor takes binding 5.
+FRAGMENT_BINDINGS = """\
+// include: norm/group_norm_operands.wgsl
+{{DECL_Z}}
+override WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = i32(linear_id(gid, nwg, WG));
+    if (i >= p(0u)) {
+        return;
+    }
+    store_z(0, 0, 0, i, vec4<f32>(x[i], scale[i], bias[i], 1.0));
+    y[i] = x[i] + scale[i] + bias[i];
+}
+"""
+
+
+@pytest.mark.parametrize("prelude", ["buffer", "texture"])
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_nc4hw4_accessor_takes_a_binding_its_fragments_leave_free(adapter, prelude):
+    x, scale, bias = (np.arange(6, dtype=np.float32) * k for k in (1, 10, 100))
+    result = wgnn.shader.run(FRAGMENT_BINDINGS, inputs={"x": x, "scale": scale, "bias": bias},
+                             outputs={"y": 6, "z": (1, 4, 1, 6)}, nc4hw4=["z"], params=[6], prelude=prelude,
+                             adapter=adapter)
+    assert [(b.index, b.tensor) for b in result.bindings] == [
+        (0, "x"), (1, "scale"), (2, "bias"), (3, "y"), (4, "params"), (5, "z")]
+    np.testing.assert_array_equal(result.outputs["y"], x + scale + bias)
+    np.testing.assert_array_equal(result.outputs["z"][0, :, 0], np.stack([x, scale, bias, np.ones(6, np.float32)]))
+
+
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_unbound_binding_is_a_one_line_error(work, adapter, capsys, monkeypatch):
     status, _, err = shader_main(capsys, monkeypatch, "relu.wgsl", "--input", "x=x.npy", "--adapter", adapter, cwd=work)
