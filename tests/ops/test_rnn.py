@@ -22,15 +22,6 @@ def r(*shape, scale=0.5):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-@pytest.fixture(autouse=True)
-def same_inputs_in_any_order():
-    """Each test draws its inputs from a fresh generator: under xdist the tests a worker runs
-    before it vary, and with them the inputs (a Relu cell state grown to 1e5 once made an output
-    near 0.18 differ from onnxruntime's by 5e-5 relative)."""
-    global rng
-    rng = np.random.default_rng(0)
-
-
 @pytest.fixture(autouse=True, params=["steps", "fused"])
 def variant(request, monkeypatch):
     """Every case on both GPU kernels (software adapters pick "steps" by themselves)."""
