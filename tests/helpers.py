@@ -158,6 +158,17 @@ def check_fusion(model: onnx.ModelProto, feeds: dict, expected_ops: list[str], *
     return converted
 
 
+def instance_norm_float64(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
+    """InstanceNormalization computed in float64: the truth that float32 results are held to where a
+    float32 reference's own rounding would be the larger error (rows far from zero)."""
+    wide = x.astype(np.float64)
+    axes = tuple(range(2, x.ndim))
+    centred = wide - wide.mean(axis=axes, keepdims=True)
+    normalised = centred / np.sqrt(wide.var(axis=axes, keepdims=True) + epsilon)
+    channel = (-1,) + (1,) * (x.ndim - 2)
+    return normalised * scale.reshape(channel) + bias.reshape(channel)
+
+
 class Pipelines(dict):
     """id(kernel) -> (path, FLOAT text, override constants) of every pipeline the pipeline caches
     hand out while a test records them (record_pipelines)."""

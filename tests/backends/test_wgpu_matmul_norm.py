@@ -3,7 +3,7 @@ GPUs; forced here so lavapipe checks it), fused epilogues, refusals, long rows, 
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import Const, check_op, gpu_adapters, make_model, run_wgnn, session_for
+from helpers import Const, check_op, gpu_adapters, instance_norm_float64, make_model, run_wgnn, session_for
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.models.format import model_to_bytes, read_model
 from wgnn.models.zoo import build, example_inputs
@@ -137,9 +137,7 @@ def test_instance_norm_large_spatial_with_offset():
     ~1e-4 of a normalised unit here), the shifted sums keep the GPU within 1e-4."""
     x = (r(2, 3, 63, 65) * 0.1 + 50.0).astype(np.float32)
     scale, bias = r(3), r(3)
-    wide = x.astype(np.float64)
-    mean, variance = wide.mean(axis=(2, 3), keepdims=True), wide.var(axis=(2, 3), keepdims=True)
-    exact = (wide - mean) / np.sqrt(variance + 1e-5) * scale[:, None, None] + bias[:, None, None]
+    exact = instance_norm_float64(x, scale, bias)
     model = make_model("InstanceNormalization", [x, Const(scale), Const(bias)])
     for backend in GPUS:
         (got,) = run_wgnn(model, {"in0": x}, backend)
