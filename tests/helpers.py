@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import onnx
+import pytest
 from wgnn.models.format import model_to_bytes, read_model
 from wgnn.tools.conform.cases import Const
 from wgnn.tools.conform.sources import make_model as one_node_model
@@ -158,15 +159,54 @@ def check_fusion(model: onnx.ModelProto, feeds: dict, expected_ops: list[str], *
     return converted
 
 
-def instance_norm_float64(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
-    """InstanceNormalization computed in float64: the truth that float32 results are held to where a
-    float32 reference's own rounding would be the larger error (rows far from zero)."""
+def normalise_float64(x: np.ndarray, axes: tuple, epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x normalised over `axes` in float64, with its mean and 1 / sqrt(variance + epsilon): the truth
+    that float32 results are held to where a float32 reference's own rounding would be the larger
+    error (rows far from zero)."""
     wide = x.astype(np.float64)
-    axes = tuple(range(2, x.ndim))
-    centred = wide - wide.mean(axis=axes, keepdims=True)
-    normalised = centred / np.sqrt(wide.var(axis=axes, keepdims=True) + epsilon)
-    channel = (-1,) + (1,) * (x.ndim - 2)
-    return normalised * scale.reshape(channel) + bias.reshape(channel)
+    mean = wide.mean(axis=axes, keepdims=True)
+    inv_std = 1 / np.sqrt(((wide - mean) ** 2).mean(axis=axes, keepdims=True) + epsilon)
+    return (wide - mean) * inv_std, mean, inv_std
+
+
+def far_from_zero_norm_cases() -> list:
+    """pytest params (name, model, X, float64 outputs) of every norm kernel on rows near 50 with a
+    spread of 0.1 and scales near 3: a float32 mean alone is off by up to half an ulp of 50, 1.9e-6,
+    which is 6e-5 of a normalised unit after the scale. Row lengths pick every kernel: odd and
+    whole-vec4 spatial sizes and row lengths, all past a workgroup (64), and rows of thousands."""
+    rng = np.random.default_rng(50)
+
+    def rows(*shape):
+        return (rng.standard_normal(shape) * 0.1 + 50.0).astype(np.float32)
+
+    def near_three(n):
+        return (3.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    def channel(v, ndim):
+        return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+    cases = []
+    for shape in [(2, 3, 9, 9), (2, 3, 8, 10), (1, 2, 63, 65)]:
+        x, scale, bias = rows(*shape), near_three(shape[1]), rng.standard_normal(shape[1]).astype(np.float32)
+        y = normalise_float64(x, (2, 3), 1e-5)[0] * channel(scale, 4) + channel(bias, 4)
+        cases.append((f"InstanceNorm{shape}", make_model("InstanceNormalization", [x, Const(scale), Const(bias)]),
+                      x, [y]))
+    for shape in [(2, 6, 9, 9), (2, 6, 4, 6)]:
+        x, scale, bias = rows(*shape), near_three(6), rng.standard_normal(6).astype(np.float32)
+        grouped = normalise_float64(x.reshape(shape[0], 3, -1), (2,), 1e-5)[0].reshape(shape)
+        model = make_model("GroupNormalization", [x, Const(scale), Const(bias)], {"num_groups": 3}, opset=21)
+        cases.append((f"GroupNorm{shape}", model, x, [grouped * channel(scale, 4) + channel(bias, 4)]))
+    for shape in [(3, 259), (3, 260), (2, 2999)]:
+        x, scale, bias = rows(*shape), near_three(shape[1]), rng.standard_normal(shape[1]).astype(np.float32)
+        normalised, mean, inv_std = normalise_float64(x, (1,), 1e-5)
+        model = make_model("LayerNormalization", [x, Const(scale), Const(bias)], outputs=3, opset=17)
+        cases.append((f"LayerNorm{shape}", model, x, [normalised * scale + bias, mean, inv_std]))
+    x = rows(2, 3, 5, 7)
+    mean = x.astype(np.float64).mean(axis=(0, 2, 3), keepdims=True)
+    std = np.sqrt(((x - mean) ** 2).mean(axis=(0, 2, 3), keepdims=True))
+    cases.append(("MeanVarianceNorm(2, 3, 5, 7)", make_model("MeanVarianceNormalization", [x]), x,
+                  [(x - mean) / (std + 1e-9)]))
+    return [pytest.param(*case, id=case[0]) for case in cases]
 
 
 class Pipelines(dict):

@@ -24,17 +24,20 @@ def batch_norm(ex, x, scale, bias, mean, var):
     return y.astype(x.dtype, copy=False)
 
 
-def _normalize(x: np.ndarray, axes: tuple, epsilon: float, work) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    xs = x.astype(work, copy=False)
-    # Deviations from each row's first element: a row far from zero (50 +- 0.1) then loses nothing
-    # to the float32 mean, which alone puts 1e-4 of a unit into every output (the GPU kernels shift
-    # their sums alike).
+def _centre(xs: np.ndarray, axes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """xs minus its mean over `axes`, and that mean. Taken as deviations from each row's first
+    element: a row far from zero (50 +- 0.1) then loses nothing to the float32 mean, which alone
+    puts 1e-4 of a unit into every output (the GPU kernels shift their sums alike)."""
     first = xs[tuple(slice(0, 1) if axis in axes else slice(None) for axis in range(xs.ndim))]
     shifted = xs - first
     offset = shifted.mean(axis=axes, keepdims=True)
-    centred = shifted - offset
+    return shifted - offset, first + offset
+
+
+def _normalize(x: np.ndarray, axes: tuple, epsilon: float, work) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    centred, mean = _centre(x.astype(work, copy=False), axes)
     inv_std = 1 / np.sqrt(np.mean(centred * centred, axis=axes, keepdims=True) + work.type(epsilon))
-    return centred * inv_std, first + offset, inv_std
+    return centred * inv_std, mean, inv_std
 
 
 @numpy_kernel("InstanceNorm")
@@ -76,6 +79,14 @@ def layer_norm(ex, inputs, outputs):
     inv_std += work.type(ex.attrs["epsilon"])
     np.sqrt(inv_std, out=inv_std)
     np.reciprocal(inv_std, out=inv_std)
+    # The float32 mean is off by up to half its ulp. Within a standard deviation of zero that is
+    # below the outputs' own rounding; further out (rows of 50 +- 0.1: 1e-4 of a unit) the centred
+    # rows' own mean, that rounding, comes off too. Two passes more, only for such rows (_centre
+    # shifts every row instead, which costs this fast path a pass on every run: x1.19).
+    if (np.abs(mean) * inv_std).max() > 1:
+        residual = np.add.reduce(y2, axis=1, keepdims=True) / count
+        y2 -= residual
+        mean += residual
     y2 *= inv_std
     y *= scale
     if bias is not None:
@@ -153,7 +164,6 @@ def mean_variance_norm(ex, x):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
     work = np.promote_types(x.dtype, np.float32)
-    xs = x.astype(work, copy=False)
-    centred = xs - xs.mean(axis=axes, keepdims=True)
+    centred, _ = _centre(x.astype(work, copy=False), axes)
     std = np.sqrt(np.mean(centred * centred, axis=axes, keepdims=True))
     return (centred / (std + work.type(ex.attrs["epsilon"]))).astype(x.dtype, copy=False)

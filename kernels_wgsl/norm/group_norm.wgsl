@@ -28,7 +28,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         let b = bias[param];
         let start = base + k * spatial;
         for (var s = 0u; s < spatial; s++) {
-            y[start + s] = (x[start + s] - mean) * a + b;
+            y[start + s] = centred(x[start + s], mean) * a + b;
         }
     }
 }

@@ -2,12 +2,14 @@
 // (n, group) row, for spatial sizes that are whole vec4s (so every channel of a row starts on one):
 // X and Y are read and written a vec4 at a time, a quarter of group_norm.wgsl's loads (on lavapipe
 // each load is a loop over the SIMD lanes, whatever its width). Sums of x - shift (the row's first
-// element), as group_norm.wgsl's (norm/row_moments.wgsl).
+// element), as group_norm.wgsl's (norm/row_moments.wgsl), and the mean kept as that shift plus
+// an offset (norm/shifted_mean.wgsl).
 @group(0) @binding(0) var<storage, read_write> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> scale: array<f32>;
 @group(0) @binding(2) var<storage, read_write> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
 @group(0) @binding(4) var<uniform> params: Params;
+// include: norm/shifted_mean.wgsl
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
@@ -26,10 +28,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var s = 0u; s < size; s++) {
         sum += x[base + s] - shift;
     }
-    let mean = shift + (sum.x + sum.y + sum.z + sum.w) / f32(4u * size);
+    let mean = ShiftedMean(shift, (sum.x + sum.y + sum.z + sum.w) / f32(4u * size));
     var sq = vec4<f32>();
     for (var s = 0u; s < size; s++) {
-        let d = x[base + s] - mean;
+        let d = centred4(x[base + s], mean);
         sq += d * d;
     }
     let inv_std = 1.0 / sqrt((sq.x + sq.y + sq.z + sq.w) / f32(4u * size) + pf(4u));
@@ -43,12 +45,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         if (per_element) {  // InstanceNorm's (C, *spatial) bias
             for (var s = 0u; s < quads; s++) {
                 let b = bias_base + 4u * s;
-                y[start + s] = (x[start + s] - mean) * a + vec4<f32>(bias[b], bias[b + 1u], bias[b + 2u], bias[b + 3u]);
+                y[start + s] = centred4(x[start + s], mean) * a + vec4<f32>(bias[b], bias[b + 1u], bias[b + 2u], bias[b + 3u]);
             }
         } else {
             let b = bias[bias_base];
             for (var s = 0u; s < quads; s++) {
-                y[start + s] = (x[start + s] - mean) * a + b;
+                y[start + s] = centred4(x[start + s], mean) * a + b;
             }
         }
     }

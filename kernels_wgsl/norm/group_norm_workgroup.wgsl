@@ -9,6 +9,7 @@
 // per group), 6 bias stride per channel, 7 bias stride per spatial element.
 // include: norm/group_norm_operands.wgsl
 // include: reduce/workgroup_tree.wgsl
+// include: norm/shifted_mean.wgsl
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
@@ -28,10 +29,10 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     for (var e = local; e < size; e += WG) {
         sum += x[base + e] - shift;
     }
-    let mean = shift + workgroup_sum(local, sum) / f32(size);
+    let mean = ShiftedMean(shift, workgroup_sum(local, sum) / f32(size));
     var sq = 0.0;
     for (var e = local; e < size; e += WG) {
-        let d = x[base + e] - mean;
+        let d = centred(x[base + e], mean);
         sq += d * d;
     }
     let inv_std = 1.0 / sqrt(workgroup_sum(local, sq) / f32(size) + pf(4u));
@@ -43,7 +44,7 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
         let bias_base = param * pu(6u);
         let start = base + k * spatial;
         for (var s = local; s < spatial; s += WG) {
-            y[start + s] = (x[start + s] - mean) * a + bias[bias_base + s * bias_spatial];
+            y[start + s] = centred(x[start + s], mean) * a + bias[bias_base + s * bias_spatial];
         }
     }
 }

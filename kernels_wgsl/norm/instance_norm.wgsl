@@ -23,6 +23,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let bias_base = c * pu(4u);
     let bias_step = pu(5u);
     for (var s = 0u; s < size; s++) {
-        y[base + s] = (x[base + s] - mean) * a + bias[bias_base + s * bias_step];
+        y[base + s] = centred(x[base + s], mean) * a + bias[bias_base + s * bias_step];
     }
 }

@@ -34,7 +34,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let size = pu(1u);
     let base = row * size;
-    var mean = 0.0;
+    var mean = ShiftedMean(0.0, 0.0);
     if (p(15u) == 0) {
         mean = row_mean(base, size);
     }
@@ -42,14 +42,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let has_bias = p(3u) != 0;
     for (var s = 0u; s < size; s++) {
         let o = param_offsets(s);
-        var v = (x[base + s] - mean) * inv_std * scale[o.x];
+        var v = centred(x[base + s], mean) * inv_std * scale[o.x];
         if (has_bias) {
             v += bias[o.y];
         }
         y[base + s] = v;
     }
     if (p(4u) != 0) {
-        mean_out[row] = mean;
+        mean_out[row] = mean_value(mean);
     }
     if (p(5u) != 0) {
         inv_std_out[row] = inv_std;

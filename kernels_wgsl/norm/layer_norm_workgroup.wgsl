@@ -4,6 +4,7 @@
 // on llvmpipe: invocation t takes the row's vec4s t, t + WG, ...; the sums are combined across the
 // workgroup (reduce/workgroup_tree.wgsl).
 // include: norm/layer_norm_rows.wgsl
+// include: norm/shifted_mean.wgsl
 // include: reduce/workgroup_tree.wgsl
 override WG: u32 = 64u;
 
@@ -18,7 +19,7 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     let quads = size / 4u;
     let base = row * quads;
     let skip_base = skip_row(row);
-    var mean = 0.0;
+    var mean = ShiftedMean(0.0, 0.0);
     if (p(15u) == 0) {
         // Sums of x - shift (the row's first element), as layer_norm.wgsl.
         let shift = row_vec4(base, skip_base, 0u).x;
@@ -26,24 +27,24 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
         for (var s = local; s < quads; s += WG) {
             sum += row_vec4(base, skip_base, s) - shift;
         }
-        mean = shift + workgroup_sum(local, sum.x + sum.y + sum.z + sum.w) / f32(size);
+        mean = ShiftedMean(shift, workgroup_sum(local, sum.x + sum.y + sum.z + sum.w) / f32(size));
     }
     var sq = vec4<f32>();
     for (var s = local; s < quads; s += WG) {
-        let d = row_vec4(base, skip_base, s) - mean;
+        let d = centred4(row_vec4(base, skip_base, s), mean);
         sq += d * d;
     }
     let inv_std = 1.0 / sqrt(workgroup_sum(local, sq.x + sq.y + sq.z + sq.w) / f32(size) + pf(2u));
     let has_bias = p(3u) != 0;
     for (var s = local; s < quads; s += WG) {
-        var v = (row_vec4(base, skip_base, s) - mean) * inv_std * scale[s];
+        var v = centred4(row_vec4(base, skip_base, s), mean) * inv_std * scale[s];
         if (has_bias) {
             v += bias[s];
         }
         y[base + s] = v;
     }
     if (local == 0u && p(4u) != 0) {
-        mean_out[row] = mean;
+        mean_out[row] = mean_value(mean);
     }
     if (local == 0u && p(5u) != 0) {
         inv_std_out[row] = inv_std;

@@ -2,12 +2,14 @@
 // invocation per row (an index over the kept axes, up to 6 merged ones: its base offset by
 // strided_offset); the row's elements walk the reduced axes (up to 4 merged ones) with an
 // odometer, so no division per element. Mean, then the variance of the centred values (two
-// passes, as the numpy backend), then the write pass; sums shifted by the row's first element.
+// passes, as the numpy backend), then the write pass; sums shifted by the row's first element, and
+// the mean kept as that shift plus an offset (norm/shifted_mean.wgsl).
 // params: 0 rows, 1 elements per row, 2 epsilon, 4..7 reduced sizes, 8..11 reduced strides,
 // 12..17 kept sizes, 18..23 kept strides.
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 @group(0) @binding(2) var<uniform> params: Params;
+// include: norm/shifted_mean.wgsl
 override WG: u32 = 64u;
 
 // The next index over the reduced axes (the last axis fastest).
@@ -48,11 +50,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         sum += x[base + offset(c)] - shift;
         c = advance(c);
     }
-    let mean = shift + sum / f32(size);
+    let mean = ShiftedMean(shift, sum / f32(size));
     c = vec4<i32>();
     var sq = 0.0;
     for (var e = 0u; e < size; e++) {
-        let d = x[base + offset(c)] - mean;
+        let d = centred(x[base + offset(c)], mean);
         sq += d * d;
         c = advance(c);
     }
@@ -60,7 +62,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     c = vec4<i32>();
     for (var e = 0u; e < size; e++) {
         let i = base + offset(c);
-        y[i] = (x[i] - mean) * scale;
+        y[i] = centred(x[i], mean) * scale;
         c = advance(c);
     }
 }

@@ -3,7 +3,7 @@ GPUs; forced here so lavapipe checks it), fused epilogues, refusals, long rows, 
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import Const, check_op, gpu_adapters, instance_norm_float64, make_model, run_wgnn, session_for
+from helpers import Const, check_op, gpu_adapters, run_wgnn, session_for
 from onnx import TensorProto, helper, numpy_helper
 from wgnn.models.format import model_to_bytes, read_model
 from wgnn.models.zoo import build, example_inputs
@@ -118,30 +118,10 @@ def test_matmul_resize_compiles_no_pipeline():
 
 
 # ------------------------------------------------------------------------------------- norms
-def test_layer_norm_long_rows_with_offset():
-    """Shifted two-pass statistics: rows far from zero keep their small variance. (atol 1e-4: the
-    inputs' own rounding, ulp(20) / 0.1, is ~2e-5 of the normalized values.)"""
-    x = (r(3, 2999) * 0.1 + 20.0).astype(np.float32)
-    check_op("LayerNormalization", [x, Const(r(2999)), Const(r(2999))], outputs=3, opset=17, backends=GPUS,
-             rtol=1e-4, atol=1e-4)
-
-
 def test_layer_norm_unmerged_broadcast_parameters():
     check_op("LayerNormalization", [r(2, 3, 6, 5), Const(r(6, 1)), Const(r(3, 1, 5))], {"axis": 1}, opset=17,
              backends=GPUS, **TOL)
     check_op("LayerNormalization", [r(4, 1), Const(r(1))], outputs=3, opset=17, backends=GPUS, **TOL)
-
-
-def test_instance_norm_large_spatial_with_offset():
-    """Rows near 50 with a spread of 0.1: against float64 (a float32 reference's own mean is off by
-    ~1e-4 of a normalised unit here), the shifted sums keep the GPU within 1e-4."""
-    x = (r(2, 3, 63, 65) * 0.1 + 50.0).astype(np.float32)
-    scale, bias = r(3), r(3)
-    exact = instance_norm_float64(x, scale, bias)
-    model = make_model("InstanceNormalization", [x, Const(scale), Const(bias)])
-    for backend in GPUS:
-        (got,) = run_wgnn(model, {"in0": x}, backend)
-        np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4, err_msg=backend)
 
 
 def test_batch_norm_many_elements():

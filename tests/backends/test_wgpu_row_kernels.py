@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import Const, check_op, gpu_adapters, make_model, session_for
+from helpers import Const, check_op, far_from_zero_norm_cases, gpu_adapters, make_model, run_wgnn, session_for
 
 pytestmark = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
 GPUS = [f"wgpu:{a['index']}" for a in gpu_adapters()]
@@ -108,6 +108,15 @@ def test_instance_norm_bias_per_element(row_kernel):
     want = (x - mean) / np.sqrt(var + 1e-5) * scale[:, None, None] + bias
     for backend in GPUS:
         np.testing.assert_allclose(session_for(model, backend).run(None, {"in0": x})[0], want, **TOL)
+
+
+@pytest.mark.parametrize("name, model, x, want", far_from_zero_norm_cases())
+def test_norms_far_from_zero(row_kernel, name, model, x, want):
+    """Every norm kernel, both row variants, against float64 on rows near 50 (tests/ops/test_norm.py):
+    the mean kept as shift plus offset (norm/shifted_mean.wgsl) holds 1e-5, a float32 mean 6e-5."""
+    for backend in GPUS:
+        for got, exact in zip(run_wgnn(model, {"in0": x}, backend), want, strict=True):
+            np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5, err_msg=f"{name} on {backend}")
 
 
 FLOAT_REDUCES = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

@@ -2,7 +2,8 @@
 whenever `momentum` is set), LayerNormalization, InstanceNormalization."""
 import numpy as np
 import pytest
-from helpers import Const, check_op, instance_norm_float64, make_model, run_wgnn
+from helpers import Const, check_op, far_from_zero_norm_cases, make_model, run_wgnn
+from helpers import test_backends as backends_under_test
 
 import wgnn
 
@@ -119,16 +120,16 @@ def test_instance_norm():
     check_op("InstanceNormalization", [r(2, 3, 1, 5), Const(r(3)), Const(r(3))], opset=6, **TOL)
 
 
-def test_numpy_instance_norm_rows_far_from_zero():
-    """Rows near 50 with a spread of 0.1, against float64: a float32 mean alone would put ~1e-4 of
-    a normalised unit into the outputs (as in onnx's reference); the numpy backend centres the
-    rows on their first elements and keeps 1e-5. (The GPU kernels shift their sums too, but round
-    the mean to float32 before subtracting it: ~6e-5 here, checked at 1e-4 in
-    tests/backends/test_wgpu_matmul_norm.py.)"""
-    x = (r(2, 3, 5, 7) * 0.1 + 50.0).astype(np.float32)
-    scale, bias = np.float32([3.0, -2.0, 0.5]), r(3)
-    (got,) = run_wgnn(make_model("InstanceNormalization", [x, Const(scale), Const(bias)]), {"in0": x}, "numpy")
-    np.testing.assert_allclose(got, instance_norm_float64(x, scale, bias), rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("name, model, x, want", far_from_zero_norm_cases())
+def test_rows_far_from_zero(name, model, x, want):
+    """Rows near 50 with a spread of 0.1, against float64, on every backend: a float32 mean alone
+    would put up to 6e-5 of a normalised unit into the outputs (as in onnx's reference); the
+    numpy backend and the GPU kernels keep the mean as the row's first element plus an offset and
+    stay within 1e-5 (1e-6 on lavapipe). The kernels that give a row a workgroup:
+    tests/backends/test_wgpu_row_kernels.py."""
+    for backend in backends_under_test():
+        for got, exact in zip(run_wgnn(model, {"in0": x}, backend), want, strict=True):
+            np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5, err_msg=f"{name} on {backend}")
 
 
 @pytest.mark.parametrize("shape, axis, scale, bias, kernel", [
