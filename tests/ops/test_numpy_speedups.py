@@ -283,6 +283,86 @@ def test_conv_empty_batch_takes_the_general_path():
     assert conv_plans(session) == [None]
 
 
+# ------------------------------------------------------------------------- Conv: im2col bands
+BAND_CASES = sorted(case for case in CONV_CASES if not case.startswith(("pointwise", "one_by_one")))
+
+
+def banded_session(monkeypatch, case, rows_per_band, *, bias=True, const=True, attrs=None, residual=False):
+    """A Conv session, run once, whose im2col buffer holds rows_per_band output rows (of the plan's
+    first pixel axis; 0: a one-byte budget, so one row); returns (session, its plan, w, b)."""
+    x_shape, w_shape, case_attrs = CONV_CASES[case]
+    attrs = {**case_attrs, **(attrs or {})}
+    w, b = r(*w_shape), r(w_shape[0]) if bias else None
+    feeds = {"x": r(*x_shape)}
+    if residual:
+        feeds["res"] = r(*reference_conv(feeds["x"], w, b, **_geometry(x_shape, attrs)).shape)
+    if not const:
+        feeds.update({"w": w, "b": b} if bias else {"w": w})
+
+    def prepared(budget):
+        monkeypatch.setattr(numpy_conv, "IM2COL_BAND_BYTES", budget)
+        session = conv_session(x_shape, w, b, attrs=attrs, residual=residual, const=const)
+        session.run(None, feeds)
+        (plan,) = conv_plans(session)
+        return session, plan
+
+    budget = 1
+    if rows_per_band:
+        _, whole = prepared(1 << 40)
+        budget = rows_per_band * math.prod(whole.cols_shape) * 4 // whole.bands[0][1]
+    return (*prepared(budget), w, b)
+
+
+@pytest.mark.parametrize("rows_per_band", [0, 2])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", BAND_CASES)
+def test_conv_im2col_bands(monkeypatch, case, bias, rows_per_band):
+    """An im2col buffer past IM2COL_BAND_BYTES holds one band of output rows at a time, filled and
+    multiplied band after band (the last one shorter where the rows do not divide): the same
+    results, run after run."""
+    x_shape, _, attrs = CONV_CASES[case]
+    session, plan, w, b = banded_session(monkeypatch, case, rows_per_band, bias=bias)
+    for _ in range(2):
+        x = r(*x_shape)
+        got = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(got, reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+    if not plan.phased:
+        rows, band = plan.bands[-1][1], rows_per_band or 1
+        assert plan.bands == [(first, min(first + band, rows)) for first in range(0, rows, band)]
+        assert len(plan.bands) > 1 or rows <= band
+
+
+@pytest.mark.parametrize("case", ["widened_3x3", "depthwise", "groups_batch", "conv3d_widened"])
+def test_conv_im2col_bands_epilogue_weights_and_scratch(monkeypatch, case):
+    """Bands with the fused residual and activation through the widened crop, weights packed on
+    every run, and the buffers in the shared scratch."""
+    x_shape, _, attrs = CONV_CASES[case]
+    monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 0)
+    clip = {"activation": "clip", "activation_alpha": -0.5, "activation_beta": 0.75}
+    session, plan, w, b = banded_session(monkeypatch, case, 2, attrs=clip, residual=True)
+    assert plan.shared and len(plan.bands) > 1
+    x = r(*x_shape)
+    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
+    res = r(*y.shape)
+    np.testing.assert_allclose(session.run(None, {"x": x, "res": res})[0], np.clip(y + res, -0.5, 0.75), **TOL)
+    session, plan, *_ = banded_session(monkeypatch, case, 2, const=False)
+    assert plan.weights is None and len(plan.bands) > 1
+    x, w, b = r(*x_shape), r(*w.shape), r(w.shape[0])
+    np.testing.assert_allclose(session.run(None, {"x": x, "w": w, "b": b})[0],
+                               reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+
+
+def test_conv_im2col_bands_only_past_the_budget():
+    """At the default budget the zoo-sized convs keep one band; MobileNetV2@224's 3x3 depthwise at
+    56 x 56 (144 channels: an 18.7 MB im2col) takes bands within the budget (2 MiB)."""
+    (small,) = conv_plans(conv_session((1, 16, 16, 16), r(16, 1, 3, 3), r(16), attrs={"group": 16,
+                                                                                     "pads": [1, 1, 1, 1]}))
+    assert len(small.bands) == 1
+    (large,) = conv_plans(conv_session((1, 144, 56, 56), r(144, 1, 3, 3), r(144), attrs={"group": 144,
+                                                                                        "pads": [1, 1, 1, 1]}))
+    assert len(large.bands) > 1 and math.prod(large.cols_shape) * 4 <= numpy_conv.IM2COL_BAND_BYTES
+
+
 # ------------------------------------------------------------------------- Conv: stride phases
 # name: (x shape, w shape, attrs, one folded fill copy); each is phased by the rule (use_phases)
 PHASE_CASES = {
