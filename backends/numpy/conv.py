@@ -19,7 +19,8 @@ so fewer calls is what makes this fast.
   (a depthwise tap: one run over all channels) instead of many rows of a few strided elements,
   and the weights are packed in that row order (_ConvPlan._init_phases).
 - An im2col buffer over IM2COL_BAND_BYTES holds one band of output rows at a time: each band is
-  copied and multiplied while it is still in cache (_ConvPlan._bind_bands).
+  copied and multiplied while it is still in cache (_ConvPlan._bind_bands; with stride phases
+  _bind_phase_bands, whose rows then span a band instead of a whole phase grid).
 - Buffers over RESIDENT_BYTES are not kept per step but laid out in the backend's shared scratch
   memory (NumpyBackend.scratch): the zero padding and the row of ones rewritten on every run, the
   views built again only when the scratch array changes.
@@ -88,9 +89,11 @@ WIDEN = 1.5  # widen the output grid when it adds at most this factor of columns
 RESIDENT_BYTES = 1 << 20
 # An im2col buffer larger than this is filled and multiplied in bands of output rows, each band's
 # copy still in cache when its matmul reads it (this machine's EPYC: 1 MiB L2 per core, 32 MiB
-# L3). Whole models at 224x224 against one whole buffer, in-process A/B over 3 x 60 rounds:
-# 2 MiB bands x0.81-0.84 (mobilenetv2) and x0.53-0.55 (unet), 1 MiB about the same, 4 MiB
-# x0.86-0.88 and x0.61-0.64, 8 MiB x0.91-0.95 and x0.88-0.94; resnet within 2% at all of them.
+# L3). Whole models at 224x224 against one whole buffer, in-process A/B over 3 x 60 rounds,
+# before the phased convs had bands: 2 MiB bands x0.81-0.84 (mobilenetv2) and x0.53-0.55 (unet),
+# 1 MiB about the same, 4 MiB x0.86-0.88 and x0.61-0.64, 8 MiB x0.91-0.95 and x0.88-0.94; resnet
+# (its phased 7x7 stem is half its time) within 2%. With phased bands too: mobilenetv2 x0.76-0.80,
+# resnet x0.73-0.74, unet x0.55-0.56.
 IM2COL_BAND_BYTES = 2 << 20
 
 
@@ -215,7 +218,7 @@ class _ConvPlan:
         single = self.single = n * group == 1
         self.group, self.mg, self.rows = group, mg, cg * taps
         self.valid = self.ones = None
-        self.bands = ()  # bands of output rows of the window path's im2col (_bind_bands)
+        self.bands = ()  # bands of output rows of the im2col (_bind_bands, _bind_phase_bands)
         self.order = None  # the im2col rows' tap order where it is not the weights' (phases)
         padded = [s + b + e for s, b, e in zip(x_shape[2:], begin, end, strict=True)]
         self.phased = not self.pointwise and use_phases(n, c, group, mg, kernel, strides, dilations, x_shape[2:],
@@ -361,6 +364,16 @@ class _ConvPlan:
         self.pairs = n * group
         self.y_shape = (mg, columns) if self.single else (n, group, mg, columns)
         cols_size = rows * run if depthwise else n * group * rows * grid
+        # Past the budget the im2col holds a band of output rows (of cells[1:] columns each) at a
+        # time, its rows span columns apart instead of a whole grid (_bind_phase_bands).
+        self.grid, self.row_columns = grid, math.prod(cells[1:])
+        self.span = grid
+        if cols_size * itemsize > IM2COL_BAND_BYTES and out[0] > 1:
+            row_bytes = cols_size // grid * self.row_columns * itemsize
+            band = max(1, IM2COL_BAND_BYTES // row_bytes)
+            self.bands = [(r, min(r + band, out[0])) for r in range(0, out[0], band)]
+            self.span = band * self.row_columns
+            cols_size = cols_size // grid * self.span
         self.sizes = (max(math.prod(strides) * phase_size, last + 1), cols_size,
                       math.prod(self.y_shape) if self.valid is not None else 0)
 
@@ -389,16 +402,16 @@ class _ConvPlan:
             self.wide = self.result.reshape(self.wide_shape)[self.crop]
 
     def _bind_bands(self, cols: np.ndarray) -> None:
-        """Per band of output rows: the im2col buffer's rows for it (the last band may be shorter),
-        the window's rows it copies, the matmul's operand and its columns in the result."""
+        """Per band of output rows: its im2col copy (the buffer's rows for it, the last band's
+        shorter, and the window's rows), the matmul's operand and its columns in the result."""
         axis = self.pixel_axis
         self.band_views = []
         for first, end in self.bands:
             band_cols = cols[..., :(end - first) * self.row_columns]
             taps_shape = (*self.taps_shape[:axis], end - first, *self.taps_shape[axis + 1:])
             rows = (Ellipsis, slice(first, end), *[slice(None)] * (len(taps_shape) - axis - 1))
-            self.band_views.append((_reshaped_view(band_cols[:, :, :self.rows], taps_shape), self.window[rows],
-                                    band_cols[0, 0] if self.single else band_cols,
+            copies = [(_reshaped_view(band_cols[:, :, :self.rows], taps_shape), self.window[rows])]
+            self.band_views.append((copies, band_cols[0, 0] if self.single else band_cols,
                                     slice(first * self.row_columns, end * self.row_columns)))
 
     def _bind_phases(self, memory: np.ndarray) -> None:
@@ -411,6 +424,9 @@ class _ConvPlan:
         if self.fold is not None:
             shape, offset, steps = self.fold
             self.fold_view = as_strided(flat[offset:], shape, tuple(s * item for s in steps))
+        if self.bands:
+            self._bind_phase_bands(flat, cols)
+            return
         self.copies = [(as_strided(cols[dst:], shape, tuple(s * item for s in dst_strides)),
                         as_strided(flat[src:], shape, tuple(s * item for s in src_strides), writeable=False))
                        for shape, dst, dst_strides, src, src_strides in self.copy_layout]
@@ -419,6 +435,32 @@ class _ConvPlan:
                                    (self.pair_stride * item, item))
             self.ones.fill(1)
         self.cols = as_strided(cols, *self.operand, writeable=False)
+
+    def _bind_phase_bands(self, flat: np.ndarray, cols: np.ndarray) -> None:
+        """The phases' im2col band by band of output rows: the buffer's rows are span apart, not a
+        grid, so a tap's copy takes each channel's band of the grid (one copy per phase and band,
+        as the whole-grid copies are one per phase)."""
+        item, grid, span = self.dtype.itemsize, self.grid, self.span
+        row_stride, pair_stride = self.row_stride // grid * span, self.pair_stride // grid * span
+        shape = self.operand[0]
+        steps = (row_stride, 1) if self.single else (self.group * pair_stride, pair_stride, row_stride, 1)
+        self.band_views = []
+        for first, end in self.bands:
+            count = (end - first) * self.row_columns
+            copies = []
+            for copy_shape, dst, dst_strides, src, src_strides in self.copy_layout:
+                pairs, *counts, run = copy_shape
+                chans = run // grid
+                band_shape = (pairs, *counts, chans, count)
+                band_dst = (pair_stride, *(s // grid * span for s in dst_strides[1:-1]), span, 1)
+                copies.append((as_strided(cols[dst // grid * span:], band_shape, tuple(s * item for s in band_dst)),
+                               as_strided(flat[src + first * self.row_columns:], band_shape,
+                                          tuple(s * item for s in (*src_strides[:-1], grid, 1)), writeable=False)))
+            operand = as_strided(cols, (*shape[:-1], count), tuple(s * item for s in steps), writeable=False)
+            self.band_views.append((copies, operand, slice(first * self.row_columns, end * self.row_columns)))
+        if self.bias:
+            self.ones = as_strided(cols[self.rows * row_stride:], (self.pairs, span), (pair_stride * item, item))
+            self.ones.fill(1)
 
     def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
         """Weights as (G, Mg, Cg * taps [+ 1]) with the bias as the last column ((Mg, ...) for a
@@ -467,8 +509,9 @@ def conv(ex, inputs, outputs):
             else:
                 for dst, index in plan.fills:
                     np.copyto(dst, x[index])
-            for dst, src in plan.copies:  # im2col
-                np.copyto(dst, src)
+            if len(plan.bands) < 2:
+                for dst, src in plan.copies:  # im2col
+                    np.copyto(dst, src)
         else:
             np.copyto(plan.interior, x)
             if len(plan.bands) < 2:
@@ -477,8 +520,9 @@ def conv(ex, inputs, outputs):
             weights = plan.pack(w, b, x.dtype)
         if len(plan.bands) > 1:
             result = out.reshape(plan.y_shape) if plan.valid is None else plan.result
-            for taps, window, cols, columns in plan.band_views:
-                np.copyto(taps, window)  # im2col of the band
+            for copies, cols, columns in plan.band_views:
+                for dst, src in copies:  # im2col of the band
+                    np.copyto(dst, src)
                 np.matmul(weights, cols, out=result[..., columns])
             src = out if plan.valid is None else plan.wide
         elif plan.valid is None:

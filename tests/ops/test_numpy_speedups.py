@@ -287,10 +287,11 @@ def test_conv_empty_batch_takes_the_general_path():
 BAND_CASES = sorted(case for case in CONV_CASES if not case.startswith(("pointwise", "one_by_one")))
 
 
-def banded_session(monkeypatch, case, rows_per_band, *, bias=True, const=True, attrs=None, residual=False):
-    """A Conv session, run once, whose im2col buffer holds rows_per_band output rows (of the plan's
-    first pixel axis; 0: a one-byte budget, so one row); returns (session, its plan, w, b)."""
-    x_shape, w_shape, case_attrs = CONV_CASES[case]
+def banded_session(monkeypatch, spec, rows_per_band, *, bias=True, const=True, attrs=None, residual=False):
+    """A Conv session of spec (x shape, w shape, attrs), run once, whose im2col buffer holds
+    rows_per_band output rows (of the plan's first pixel axis; 0: a one-byte budget, so one row);
+    returns (session, its plan, w, b)."""
+    x_shape, w_shape, case_attrs = spec
     attrs = {**case_attrs, **(attrs or {})}
     w, b = r(*w_shape), r(w_shape[0]) if bias else None
     feeds = {"x": r(*x_shape)}
@@ -309,7 +310,9 @@ def banded_session(monkeypatch, case, rows_per_band, *, bias=True, const=True, a
     budget = 1
     if rows_per_band:
         _, whole = prepared(1 << 40)
-        budget = rows_per_band * math.prod(whole.cols_shape) * 4 // whole.bands[0][1]
+        row_bytes = (whole.sizes[1] // whole.grid * whole.row_columns if whole.phased
+                     else whole.sizes[1] // whole.bands[0][1]) * 4
+        budget = rows_per_band * row_bytes
     return (*prepared(budget), w, b)
 
 
@@ -321,7 +324,7 @@ def test_conv_im2col_bands(monkeypatch, case, bias, rows_per_band):
     multiplied band after band (the last one shorter where the rows do not divide): the same
     results, run after run."""
     x_shape, _, attrs = CONV_CASES[case]
-    session, plan, w, b = banded_session(monkeypatch, case, rows_per_band, bias=bias)
+    session, plan, w, b = banded_session(monkeypatch, CONV_CASES[case], rows_per_band, bias=bias)
     for _ in range(2):
         x = r(*x_shape)
         got = session.run(None, {"x": x})[0]
@@ -339,13 +342,13 @@ def test_conv_im2col_bands_epilogue_weights_and_scratch(monkeypatch, case):
     x_shape, _, attrs = CONV_CASES[case]
     monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 0)
     clip = {"activation": "clip", "activation_alpha": -0.5, "activation_beta": 0.75}
-    session, plan, w, b = banded_session(monkeypatch, case, 2, attrs=clip, residual=True)
+    session, plan, w, b = banded_session(monkeypatch, CONV_CASES[case], 2, attrs=clip, residual=True)
     assert plan.shared and len(plan.bands) > 1
     x = r(*x_shape)
     y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
     res = r(*y.shape)
     np.testing.assert_allclose(session.run(None, {"x": x, "res": res})[0], np.clip(y + res, -0.5, 0.75), **TOL)
-    session, plan, *_ = banded_session(monkeypatch, case, 2, const=False)
+    session, plan, *_ = banded_session(monkeypatch, CONV_CASES[case], 2, const=False)
     assert plan.weights is None and len(plan.bands) > 1
     x, w, b = r(*x_shape), r(*w.shape), r(w.shape[0])
     np.testing.assert_allclose(session.run(None, {"x": x, "w": w, "b": b})[0],
@@ -531,6 +534,34 @@ def test_conv_stride_phases_epilogue(case, kind, alpha, beta, residual):
     """The widened result's crop goes through the fused residual and activation."""
     session = check_fused_epilogue(*PHASE_CASES[case][:3], kind, alpha, beta, residual)
     assert phased_plan(session).valid is not None
+
+
+@pytest.mark.parametrize("rows_per_band", [0, 2])
+@pytest.mark.parametrize("case", sorted(PHASE_CASES))
+def test_conv_stride_phases_in_bands(monkeypatch, case, rows_per_band):
+    """Phases whose im2col passes IM2COL_BAND_BYTES: rows span a band apart instead of a grid, each
+    tap's copy takes every channel's band of its phase, band after band; then with the fused
+    residual and activation on the widened crop, weights packed on every run and the buffers in
+    the shared scratch."""
+    x_shape, _, attrs, _ = PHASE_CASES[case]
+    session, plan, w, b = banded_session(monkeypatch, PHASE_CASES[case][:3], rows_per_band)
+    for _ in range(2):
+        x = r(*x_shape)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], reference_conv(x, w, b, **_geometry(x_shape, attrs)),
+                                   **TOL)
+    rows, band = plan.bands[-1][1], rows_per_band or 1
+    assert plan.phased and plan.bands == [(first, min(first + band, rows)) for first in range(0, rows, band)]
+    assert len(plan.bands) > 1 and plan.span == band * plan.row_columns < plan.grid
+    clip = {"activation": "clip", "activation_alpha": -0.5, "activation_beta": 0.75}
+    monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 0)  # and in the backend's shared scratch
+    session, plan, w, b = banded_session(monkeypatch, PHASE_CASES[case][:3], rows_per_band, attrs=clip,
+                                         residual=True, const=False)
+    x = r(*x_shape)
+    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
+    res = r(*y.shape)
+    got = session.run(None, {"x": x, "w": w, "b": b, "res": res})[0]
+    np.testing.assert_allclose(got, np.clip(y + res, -0.5, 0.75), **TOL)
+    assert plan.phased and plan.shared and len(plan.bands) > 1 and plan.weights is None
 
 
 def test_conv_stride_phases_resize():
