@@ -38,6 +38,24 @@ def latency(samples: list[float]) -> dict:
             "max": max(samples), "samples": [round(s, 4) for s in samples]}
 
 
+RESAMPLES = 2000
+
+
+def ratio_interval(ours: list[float], theirs: list[float], *, resamples: int = RESAMPLES,
+                   seed: int = 0) -> tuple[float, float] | None:
+    """95% interval of median(ours) / median(theirs) by a paired bootstrap over the rounds (a round:
+    one run of each runner, back to back: `wgnn bench --vs`, tools/peers.py): a resample draws
+    whole rounds, so the two runners keep the machine phase they shared. None with fewer than 5
+    rounds."""
+    if len(ours) != len(theirs) or len(ours) < 5:
+        return None
+    rng = np.random.default_rng(seed)
+    rounds = rng.integers(0, len(ours), size=(resamples, len(ours)))
+    ratios = np.median(np.asarray(ours)[rounds], axis=1) / np.median(np.asarray(theirs)[rounds], axis=1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def _op_type(step) -> str:
     kind = step.attrs.get("kind")
     return f"{step.op.op_type}.{kind}" if isinstance(kind, str) else step.op.op_type
@@ -211,7 +229,8 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     }
     if result_vs is not None:
         theirs = latency(samples[vs])
-        result_vs.update(latency_ms=theirs, ratio=result["latency_ms"]["median"] / theirs["median"])
+        result_vs.update(latency_ms=theirs, ratio=result["latency_ms"]["median"] / theirs["median"],
+                         ratio_interval=ratio_interval(samples["wgnn"], samples[vs]))
         result["vs"] = result_vs
     if profile:
         result.update(_profile(session, feeds, runs, show_progress))

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.errors import InputError, WgnnError
+from .bench import ratio_interval
 
 MODELS = ("mobilenetv2", "resnet", "bert", "unet")
 ORT_THREADS = 2
@@ -338,21 +339,6 @@ def markdown(result: dict) -> str:
 # The ratios the issue's targets are about: wgnn's wgpu backend over the GPU peers on the same
 # adapter, and its numpy backend over onnxruntime.
 TARGET_RATIOS = (("wgnn wgpu", "ncnn"), ("wgnn wgpu", "wonnx"), ("wgnn numpy", "onnxruntime"))
-RESAMPLES = 2000
-
-
-def ratio_interval(ours: list[float], theirs: list[float], *, resamples: int = RESAMPLES,
-                   seed: int = 0) -> tuple[float, float] | None:
-    """95% interval of median(ours) / median(theirs) by a paired bootstrap over the rounds: a
-    resample draws whole rounds, so the two runners keep the machine phase they shared. None with
-    fewer than 5 rounds."""
-    if len(ours) != len(theirs) or len(ours) < 5:
-        return None
-    rng = np.random.default_rng(seed)
-    rounds = rng.integers(0, len(ours), size=(resamples, len(ours)))
-    ratios = np.median(np.asarray(ours)[rounds], axis=1) / np.median(np.asarray(theirs)[rounds], axis=1)
-    low, high = np.percentile(ratios, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def target_ratios(result: dict) -> list[str]:

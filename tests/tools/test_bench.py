@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 from helpers import gpu_adapters
+from wgnn.tools.bench import ratio_interval
 
 import wgnn
 
@@ -43,8 +44,23 @@ def test_json_keys_and_vs_onnxruntime():
     assert vs["name"] == "onnxruntime" and len(vs["latency_ms"]["samples"]) == 3
     assert vs["ratio"] == pytest.approx(lat["median"] / vs["latency_ms"]["median"])
     assert vs["max_rel_error"] < 1e-4
+    assert vs["ratio_interval"] is None  # 3 runs: too few for an interval
     text = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime")
     assert text.returncode == 0 and "ratio wgnn / onnxruntime (medians): x" in text.stdout
+
+
+def test_vs_onnxruntime_ratio_interval():
+    """From 5 alternating runs on, the ratio comes with its 95% interval (the peers' paired bootstrap)."""
+    done = bench("zoo:resnet", "--runs", "8", "--warmup", "1", "--vs", "onnxruntime", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    vs = result["vs"]
+    low, high = vs["ratio_interval"]
+    assert low <= vs["ratio"] <= high
+    assert (low, high) == pytest.approx(ratio_interval(result["latency_ms"]["samples"], vs["latency_ms"]["samples"]),
+                                        rel=1e-3)  # samples are rounded to 0.1 us in the JSON
+    text = bench("zoo:resnet", "--runs", "8", "--warmup", "1", "--vs", "onnxruntime")
+    assert text.returncode == 0 and "(95% interval x" in text.stdout
 
 
 @needs_gpu

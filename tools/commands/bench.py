@@ -176,7 +176,10 @@ def format_bench(result: dict) -> str:
     lines.append(table(heading, rows))
     if vs:
         error = "-" if vs["max_rel_error"] is None else f"{vs['max_rel_error']:.2g}"
-        lines.append(f"ratio wgnn / {vs['name']} (medians): x{vs['ratio']:.2f}   max rel error of the outputs: {error}")
+        interval = vs.get("ratio_interval")
+        spread = f" (95% interval x{interval[0]:.2f}-{interval[1]:.2f})" if interval else ""
+        lines.append(f"ratio wgnn / {vs['name']} (medians): x{vs['ratio']:.2f}{spread}   "
+                     f"max rel error of the outputs: {error}")
     per_op = result.get("per_op")
     if per_op:
         methods = ", ".join(f"{b}: {m}" for b, m in per_op["methods"].items())
