@@ -368,9 +368,9 @@ class _ConvPlan:
         # time, its rows span columns apart instead of a whole grid (_bind_phase_bands).
         self.grid, self.row_columns = grid, math.prod(cells[1:])
         self.span = grid
-        if cols_size * itemsize > IM2COL_BAND_BYTES and out[0] > 1:
-            row_bytes = cols_size // grid * self.row_columns * itemsize
-            band = max(1, IM2COL_BAND_BYTES // row_bytes)
+        row_bytes = cols_size // grid * self.row_columns * itemsize
+        band = max(1, IM2COL_BAND_BYTES // row_bytes)
+        if cols_size * itemsize > IM2COL_BAND_BYTES and band < out[0]:  # else one band: the whole grid
             self.bands = [(r, min(r + band, out[0])) for r in range(0, out[0], band)]
             self.span = band * self.row_columns
             cols_size = cols_size // grid * self.span

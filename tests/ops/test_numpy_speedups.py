@@ -564,6 +564,20 @@ def test_conv_stride_phases_in_bands(monkeypatch, case, rows_per_band):
     assert plan.phased and plan.shared and len(plan.bands) > 1 and plan.weights is None
 
 
+@pytest.mark.parametrize("case", ["depthwise_even", "regular_batch", "conv3d_depthwise"])
+def test_conv_stride_phases_one_band_is_no_band(monkeypatch, case):
+    """A budget under the phases' whole-grid im2col but over its output rows' columns: one band,
+    so the plan keeps the whole-grid copies."""
+    x_shape, w_shape, attrs, _ = PHASE_CASES[case]
+    out_rows = reference_conv(r(*x_shape), r(*w_shape), **_geometry(x_shape, attrs)).shape[2]
+    session, plan, w, b = banded_session(monkeypatch, PHASE_CASES[case][:3], out_rows)
+    assert plan.phased and plan.sizes[1] * 4 > numpy_conv.IM2COL_BAND_BYTES  # the whole grid is past it
+    assert plan.bands == () and plan.span == plan.grid
+    x = r(*x_shape)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], reference_conv(x, w, b, **_geometry(x_shape, attrs)),
+                               **TOL)
+
+
 def test_conv_stride_phases_resize():
     w, b = r(37, 1, 3, 3), r(37)
     attrs = {"group": 37, "strides": [2, 2], "pads": [1, 1, 1, 1]}
