@@ -42,16 +42,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (index >= p(0u)) {
         return;
     }
-    let c4s = p(22u);
-    var rest = index;
-    let ox = (rest % p(1u)) * 4; rest /= p(1u);
-    let oy = (rest % p(2u)) * 4; rest /= p(2u);
-    let c4 = rest % c4s;
-    let n = rest / c4s;
-    let wi = c4 * 9;
-    let k0 = array<vec4<{{FLOAT}}>, 3>(w[wi], w[wi + 1], w[wi + 2]);
-    let k1 = array<vec4<{{FLOAT}}>, 3>(w[wi + 3], w[wi + 4], w[wi + 5]);
-    let k2 = array<vec4<{{FLOAT}}>, 3>(w[wi + 6], w[wi + 7], w[wi + 8]);
+    let block = block_at(index);
+    let n = block.n;
+    let c4 = block.c4;
+    let oy = block.oy;
+    let ox = block.ox;
+    let k0 = kernel_row(c4, 0);
+    let k1 = kernel_row(c4, 1);
+    let k2 = kernel_row(c4, 2);
     let iy = oy - p(10u);
     let ix = ox - p(11u);
     let zero = vec4<{{FLOAT}}>(0.0);
@@ -75,10 +73,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     a3 = mac(a3, x4, k1);
     let x5 = row(n, c4, iy + 5, ix);
     a3 = mac(a3, x5, k2);
-    var b = vec4<f32>(0.0);
-    if (p(12u) != 0) {
-        b = bias[c4];
-    }
+    let b = slice_bias(c4);
     put_row(n, c4, oy, ox, a0, b);
     put_row(n, c4, oy + 1, ox, a1, b);
     put_row(n, c4, oy + 2, ox, a2, b);

@@ -45,24 +45,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (index >= p(0u)) {
         return;
     }
-    let c4s = p(22u);
-    var rest = index;
-    let ox = (rest % p(1u)) * 4; rest /= p(1u);
-    let oy = (rest % p(2u)) * 4; rest /= p(2u);
-    let c4 = rest % c4s;
-    let n = rest / c4s;
-    let wi = c4 * 9;
-    let k0 = array<vec4<{{FLOAT}}>, 3>(w[wi], w[wi + 1], w[wi + 2]);
-    let k1 = array<vec4<{{FLOAT}}>, 3>(w[wi + 3], w[wi + 4], w[wi + 5]);
-    let k2 = array<vec4<{{FLOAT}}>, 3>(w[wi + 6], w[wi + 7], w[wi + 8]);
+    let block = block_at(index);
+    let n = block.n;
+    let c4 = block.c4;
+    let oy = block.oy;
+    let ox = block.ox;
+    let k0 = kernel_row(c4, 0);
+    let k1 = kernel_row(c4, 1);
+    let k2 = kernel_row(c4, 2);
     let iy = oy * 2 - p(10u);
     let ix = ox * 2 - p(11u);
     let zero = vec4<{{FLOAT}}>(0.0);
     let none = array<vec4<{{FLOAT}}>, 4>(zero, zero, zero, zero);
-    var b = vec4<f32>(0.0);
-    if (p(12u) != 0) {
-        b = bias[c4];
-    }
+    let b = slice_bias(c4);
     // Input row 2r + j feeds output row r with kernel row j: row 2r + 2 ends output row r and
     // starts row r + 1. Past the output's last row the invocation stops (no loads for it).
     let oh = p(23u);
