@@ -129,6 +129,11 @@ def use_phases(n: int, c: int, group: int, mg: int, kernel, strides, dilations, 
     return rows >= 500 * (1 + (1 if fold else used))
 
 
+def _bands(rows: int, band: int) -> list[tuple[int, int]]:
+    """[first, end) of each band of `band` output rows (the last one shorter)."""
+    return [(first, min(first + band, rows)) for first in range(0, rows, band)]
+
+
 def _reshaped_view(a: np.ndarray, shape) -> np.ndarray:
     """a reshaped without a copy (numpy's reshape would copy silently where a view cannot be had)."""
     view = a.view()
@@ -270,7 +275,7 @@ class _ConvPlan:
             row_bytes = n * group * (self.rows + has_bias) * row_columns * dtype.itemsize
             band = pixels[0] if row_bytes * pixels[0] <= IM2COL_BAND_BYTES else \
                 max(1, IM2COL_BAND_BYTES // row_bytes)
-            self.bands = [(r, min(r + band, pixels[0])) for r in range(0, pixels[0], band)]
+            self.bands = _bands(pixels[0], band)
             self.row_columns, self.pixel_axis = row_columns, 3 + len(kernel)
             self.taps_shape = (n, group, cg, *kernel, band, *pixels[1:])
             self.cols_shape = (n, group, self.rows + has_bias, band * row_columns)
@@ -371,7 +376,7 @@ class _ConvPlan:
         row_bytes = cols_size // grid * self.row_columns * itemsize
         band = max(1, IM2COL_BAND_BYTES // row_bytes)
         if cols_size * itemsize > IM2COL_BAND_BYTES and band < out[0]:  # else one band: the whole grid
-            self.bands = [(r, min(r + band, out[0])) for r in range(0, out[0], band)]
+            self.bands = _bands(out[0], band)
             self.span = band * self.row_columns
             cols_size = cols_size // grid * self.span
         self.sizes = (max(math.prod(strides) * phase_size, last + 1), cols_size,

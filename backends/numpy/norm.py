@@ -64,7 +64,7 @@ def layer_norm(ex, inputs, outputs):
     if x.dtype != work or y.dtype != work or x.size == 0:
         _layer_norm_cast(ex, x, scale, bias, axis, work, outputs)
         return
-    # In place on the output, as (rows, row length): about ten numpy calls, no temporaries.
+    # In place on the output, as (rows, row length): about ten numpy calls, no temporaries of X's size.
     rows = math.prod(x.shape[:axis])
     x2, y2 = x.reshape(rows, -1), y.reshape(rows, -1)
     stats = (rows, 1)
