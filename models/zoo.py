@@ -11,6 +11,7 @@ numpy backend. They are used by tests, the demo and benchmarks.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -272,6 +273,38 @@ def build(name: str, **options):
     if name not in ZOO:
         raise KeyError(f"unknown zoo model {name!r}; choose from {sorted(ZOO)}")
     return ZOO[name](**options)
+
+
+def parse_spec(spec: str) -> tuple[str, dict]:
+    """A zoo model named on the command line: "NAME" or "NAME:KEY=VALUE,..." (after "zoo:"), as
+    (name, options for build). Options are the builder's keyword arguments; a value is taken as an
+    int where the builder's annotation allows an int, else as the string given (symbolic dims,
+    modes). Raises ValueError naming the model, the option and what it accepts."""
+    import inspect
+
+    name, _, given = spec.partition(":")
+    if name not in ZOO:
+        raise ValueError(f"no zoo model {name!r}; the zoo has {sorted(ZOO)}")
+    parameters = inspect.signature(ZOO[name]).parameters
+    accepted = ", ".join(f"{key} ({p.annotation})" for key, p in parameters.items())
+    options: dict = {}
+    for item in filter(None, given.split(",")):
+        key, sep, text = item.partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key or not text:
+            raise ValueError(f"zoo:{name}: option {item!r} is not KEY=VALUE; {name} takes {accepted}")
+        if key not in parameters:
+            raise ValueError(f"zoo:{name} has no option {key!r}; it takes {accepted}")
+        if key in options:
+            raise ValueError(f"zoo:{name}: option {key!r} given twice")
+        kinds = {kind.strip() for kind in str(parameters[key].annotation).split("|")}
+        if "int" in kinds and re.fullmatch(r"[+-]?\d+", text):
+            options[key] = int(text)
+        elif "str" in kinds:
+            options[key] = text
+        else:
+            raise ValueError(f"zoo:{name}: option {key} takes an integer, got {text!r}")
+    return name, options
 
 
 def example_inputs(model, batch: int = 1, *, seq: int = 8, vocab: int = 100, seed: int = 0) -> dict[str, np.ndarray]:

@@ -151,8 +151,9 @@ def is_wgnn_file(path: Path) -> bool:
 
 
 def _existing_file(path: str) -> Path:
-    """The model file named on the command line; "zoo:NAME" writes zoo model NAME to a temporary
-    .onnx file first, so every command (and --compare onnxruntime) works on zoo models."""
+    """The model file named on the command line; "zoo:NAME" (or "zoo:NAME:KEY=VALUE,...", the
+    builder's options, e.g. zoo:mobilenetv2:size=224) writes that zoo model to a temporary .onnx
+    file first, so every command (and --compare onnxruntime) works on zoo models."""
     if path.startswith("zoo:"):
         import atexit
         import shutil
@@ -160,15 +161,18 @@ def _existing_file(path: str) -> Path:
 
         import onnx
 
-        from ..models.zoo import ZOO, build
+        from ..models.zoo import build, parse_spec
 
-        name = path[4:]
-        if name not in ZOO:
-            raise ModelError(f"no zoo model {name!r}; the zoo has {sorted(ZOO)}")
+        try:
+            name, options = parse_spec(path[4:])
+            model = build(name, **options)
+        except ValueError as e:  # an unknown model or option, or sizes the builder refuses
+            message = str(e) if str(e).startswith(("no zoo model", "zoo:")) else f"{path}: {e}"
+            raise ModelError(message) from None
         folder = tempfile.mkdtemp(prefix="wgnn-zoo-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         target = Path(folder) / f"{name}.onnx"
-        onnx.save(build(name), str(target))
+        onnx.save(model, str(target))
         return target
     p = Path(path)
     if not p.exists():

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from wgnn.models.format import model_to_bytes, read_model
-from wgnn.models.zoo import ZOO, build, example_inputs
+from wgnn.models.zoo import ZOO, build, example_inputs, parse_spec
 
 import wgnn
 
@@ -75,3 +75,32 @@ def test_example_inputs():
 def test_unknown_zoo_name():
     with pytest.raises(KeyError, match="mobilenetv2"):
         build("vgg")
+
+
+def test_parse_spec_takes_the_builders_options():
+    assert parse_spec("resnet") == ("resnet", {})
+    assert parse_spec("bert:hidden=256, heads=4,layers=4,ffn=1024,max_positions=128") == (
+        "bert", {"hidden": 256, "heads": 4, "layers": 4, "ffn": 1024, "max_positions": 128})
+    # int | str options: a number is a fixed dim, a name a symbolic one; str options stay strings
+    assert parse_spec("mobilenetv2:size=64,batch=2") == ("mobilenetv2", {"size": 64, "batch": 2})
+    assert parse_spec("mobilenetv2:batch=B") == ("mobilenetv2", {"batch": "B"})
+    assert parse_spec("unet:resize_mode=nearest,size=-8") == ("unet", {"resize_mode": "nearest", "size": -8})
+    name, options = parse_spec("mobilenetv2:size=64,batch=2")
+    shape = [d.dim_value for d in build(name, **options).graph.input[0].type.tensor_type.shape.dim]
+    assert shape == [2, 3, 64, 64]
+
+
+@pytest.mark.parametrize(("spec", "fragments"), [
+    ("vgg", ["no zoo model 'vgg'", "mobilenetv2"]),
+    ("bert:hidden", ["'hidden' is not KEY=VALUE", "heads (int)"]),
+    ("bert:=3", ["'=3' is not KEY=VALUE"]),
+    ("bert:depth=3", ["zoo:bert has no option 'depth'", "layers (int)"]),
+    ("resnet:size=big", ["option size takes an integer, got 'big'"]),
+    ("resnet:size=1.5", ["option size takes an integer, got '1.5'"]),
+    ("resnet:size=32,size=64", ["'size' given twice"]),
+])
+def test_parse_spec_refuses_what_the_builder_does_not_take(spec, fragments):
+    with pytest.raises(ValueError) as caught:
+        parse_spec(spec)
+    for fragment in fragments:
+        assert fragment in str(caught.value)

@@ -270,6 +270,28 @@ def test_adapters_command_lists_gpus_or_says_why():
         assert table_run.returncode == 0 and data["adapters"][0]["name"] in table_run.stdout
 
 
+def test_zoo_model_with_options():
+    """zoo:NAME:KEY=VALUE,... builds the zoo model with those options for any command."""
+    result = wgnn_cli("run", "zoo:mobilenetv2:size=48,batch=2,width=8", "--compare", "onnxruntime", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["compare"]["ok"]
+    assert [o["shape"] for o in data["outputs"]] == [[2, 10]], data["outputs"]
+    info = wgnn_cli("info", "zoo:bert:hidden=48,heads=3,layers=1")
+    assert info.returncode == 0, info.stderr
+    assert "[batch, seq, 48]" in info.stdout, info.stdout
+
+
+@pytest.mark.parametrize(("spec", "fragments"), [
+    ("zoo:vgg", ["no zoo model 'vgg'"]),
+    ("zoo:resnet:depth=3", ["zoo:resnet has no option 'depth'", "width (int)"]),
+    ("zoo:bert:hidden=30", ["zoo:bert:hidden=30", "not a multiple of 4 heads"]),  # the builder refuses
+    ("zoo:unet:size=30", ["zoo:unet:size=30", "divisible by 4"]),
+])
+def test_zoo_model_with_bad_options_is_one_line_error(spec, fragments):
+    assert_one_line_error(wgnn_cli("info", spec), *fragments)
+
+
 @pytest.mark.parametrize("name", ["mobilenetv2", "resnet", "bert", "unet"])
 def test_run_zoo_model_compares_with_onnxruntime(name):
     """The spine's acceptance check: every zoo model within 1e-4 of onnxruntime via the CLI."""
