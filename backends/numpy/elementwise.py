@@ -12,43 +12,76 @@ from .kernel import numpy_kernel
 # rounded to the nearest grid point x0 and erf(x0 + d) = erf(x0) + d (erf'(x0) + d erf''(x0) / 2)
 # with |d| <= 1/256. The truncation error is below max|erf'''| d^3 / 6 < 2.3e-8 and float64
 # arithmetic adds nothing visible, so float32 results are within an ulp of erf.
-# About fifteen numpy calls whatever the size; the former series + erfc fit took about fifty.
-# Past 6, erf is 1 in float64: the last row is (6, 1, 0, 0).
+# About fifteen numpy calls per chunk; the former series + erfc fit took about fifty.
+# Past 6, erf is 1 in float64: the last row is (1, 0, 0).
 _ERF_STEP = 128
 _ERF_LAST = 6 * _ERF_STEP
+# Large inputs go through in chunks of this many elements: each float64 temporary is then 64 KiB,
+# under glibc's 128 KiB mmap threshold and in cache. A whole 131072-element array made 1-4 MiB
+# temporaries, each a fresh mapping faulted in page by page on every call: 4.9-5.9 ms against
+# 0.9-1.3 ms in chunks, in a fresh process (docs/performance.md, the numpy backend's section).
+ERF_CHUNK = 8192
 
 
-def _erf_table() -> np.ndarray:
+def _erf_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     grid = np.arange(_ERF_LAST + 1) / _ERF_STEP
     value = np.array([math.erf(g) for g in grid])
     slope = 2 / math.sqrt(math.pi) * np.exp(-grid * grid)
-    table = np.stack([grid, value, slope, -grid * slope], axis=1)  # x0, erf, erf', erf'' / 2
-    table[-1, 1:] = (1.0, 0.0, 0.0)
-    return table
+    value[-1] = 1.0
+    slope[-1] = 0.0
+    return value, slope, -grid * slope  # erf, erf', erf'' / 2
 
 
-_ERF_TABLE = _erf_table()
+_ERF_VALUE, _ERF_SLOPE, _ERF_CURVE = _erf_tables()
+
+
+def _erf_chunk(v: np.ndarray) -> np.ndarray:
+    """erf of a 1-D float64 array, as a new float64 array."""
+    a = np.abs(v)
+    t = np.multiply(a, _ERF_STEP)
+    t += 0.5
+    np.fmin(t, _ERF_LAST, out=t)  # NaN and inf go to the last row too
+    row = t.astype(np.intp)
+    d = np.multiply(row, 1 / _ERF_STEP, out=t)  # the grid point, exactly
+    np.subtract(a, d, out=d)
+    np.minimum(d, 0.5, out=d)  # inf: the last row has zero slopes, and inf * 0 would be NaN
+    y = _ERF_CURVE.take(row)
+    y *= d
+    y += _ERF_SLOPE.take(row)
+    y *= d
+    y += _ERF_VALUE.take(row)
+    return np.copysign(y, v, out=y)
+
+
+def _chunked(x: np.ndarray, fn) -> np.ndarray:
+    """fn (1-D float64 -> float64) applied to x chunk by chunk, the result in x's shape and dtype."""
+    v = np.asarray(x)
+    flat = v.reshape(-1)  # 1-D: 0-d arithmetic would give scalars
+    if flat.size <= ERF_CHUNK:
+        return fn(flat.astype(np.float64, copy=False)).reshape(v.shape).astype(v.dtype, copy=False)
+    out = np.empty(flat.shape, v.dtype)
+    for start in range(0, flat.size, ERF_CHUNK):
+        out[start:start + ERF_CHUNK] = fn(flat[start:start + ERF_CHUNK].astype(np.float64, copy=False))
+    return out.reshape(v.shape)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
     """Vectorised erf (float64 inside, the result in x's dtype); keeps the sign of zeros,
     erf(+-inf) = +-1, NaN stays NaN."""
-    v = np.asarray(x)
-    shape, dtype = v.shape, v.dtype
-    v = v.astype(np.float64, copy=False).reshape(-1)  # 1-D: 0-d arithmetic would give scalars
-    a = np.abs(v)
-    t = np.multiply(a, _ERF_STEP)
-    t += 0.5
-    np.fmin(t, _ERF_LAST, out=t)  # NaN and inf go to the last row too
-    row = np.take(_ERF_TABLE, t.astype(np.intp), axis=0)
-    d = np.subtract(a, row[..., 0], out=a)
-    np.minimum(d, 0.5, out=d)  # inf: the last row has zero slopes, and inf * 0 would be NaN
-    y = np.multiply(row[..., 3], d)
-    y += row[..., 2]
-    y *= d
-    y += row[..., 1]
-    np.copysign(y, v, out=y)
-    return y.reshape(shape).astype(dtype, copy=False)
+    return _chunked(x, _erf_chunk)
+
+
+def _gelu_chunk(v: np.ndarray) -> np.ndarray:
+    y = _erf_chunk(v * (1 / math.sqrt(2)))
+    y += 1
+    y *= v
+    y *= 0.5
+    return y
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """x * (1 + erf(x / sqrt(2))) / 2, in float64 chunk by chunk (as erf) and rounded once."""
+    return _chunked(x, _gelu_chunk)
 
 
 def _sigmoid(x):
@@ -66,7 +99,7 @@ UNARY_FUNCS = {
     "hard_swish": lambda x, a, b: x * np.clip(x / x.dtype.type(6) + x.dtype.type(0.5), 0, 1).astype(x.dtype),
     "tanh": lambda x, a, b: np.tanh(x),
     "erf": lambda x, a, b: erf(x),
-    "gelu": lambda x, a, b: (x * 0.5 * (1 + erf(x / x.dtype.type(math.sqrt(2))))).astype(x.dtype),
+    "gelu": lambda x, a, b: _gelu(x),
     "gelu_tanh": lambda x, a, b: (0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
     .astype(x.dtype),
     "exp": lambda x, a, b: np.exp(x),

@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from onnx import helper, numpy_helper
 from wgnn.backends.numpy import conv as numpy_conv
 from wgnn.backends.numpy.conv import _ConvPlan, _ConvTransposePlan
-from wgnn.backends.numpy.elementwise import erf
+from wgnn.backends.numpy.elementwise import ERF_CHUNK, UNARY_FUNCS, erf
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
 
 import wgnn
@@ -56,6 +56,27 @@ def test_erf_edges():
     # non-contiguous input
     strided = np.linspace(-3, 3, 21)[::2]
     np.testing.assert_allclose(erf(strided), [math.erf(v) for v in strided], atol=1e-7, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_erf_and_gelu_in_chunks(dtype):
+    """Past ERF_CHUNK elements erf and GELU run chunk by chunk into one output: every chunk,
+    the short last one included, lands where it belongs, special values too."""
+    x = np.linspace(-8, 8, 3 * ERF_CHUNK + 5)
+    x[[7, ERF_CHUNK, 2 * ERF_CHUNK + 1, -1]] = [np.inf, -np.inf, np.nan, -0.0]
+    x = x.astype(dtype).reshape(1, -1)
+    wide = x.astype(np.float64).ravel()
+    with np.errstate(invalid="ignore"):
+        want_erf = np.array([math.erf(v) for v in wide])
+        want_gelu = wide * 0.5 * (1 + np.array([math.erf(v / math.sqrt(2)) for v in wide]))
+    want_gelu[7] = np.inf  # inf * (1 + 1) / 2; -inf * 0 is NaN in the formula, 0 in the limit
+    with np.errstate(invalid="ignore"):  # as in a session: -inf * 0
+        got_erf, got_gelu = erf(x), UNARY_FUNCS["gelu"](x, 0.0, 0.0)
+    for got, want in ((got_erf, want_erf), (got_gelu, want_gelu)):
+        assert got.dtype == dtype and got.shape == x.shape
+        tol = 1e-3 if dtype == np.float16 else 2e-7
+        np.testing.assert_allclose(got.ravel().astype(np.float64), want, rtol=tol, atol=tol, equal_nan=True)
+    assert np.signbit(got_erf[0, -1]) and got_erf[0, -1] == 0
 
 
 def test_erf_and_gelu_ops():
