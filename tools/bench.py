@@ -15,6 +15,17 @@ import numpy as np
 from ..engine.errors import WgnnError
 
 
+def page_faults() -> int | None:
+    """Minor page faults of this process so far (all threads); None where the OS does not count
+    them (no `resource` module: Windows). A warm run that reuses its memory makes none; one that
+    maps fresh memory for its temporaries makes one per 4 KiB page (docs/performance.md)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 @dataclass
 class OpSamples:
     """Times of one step (or one untimed GPU segment) over the profiled runs."""
@@ -194,11 +205,15 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         for run in runners.values():
             run()
     samples: dict[str, list[float]] = {name: [] for name in runners}
+    faults = 0  # during wgnn's runs only
     for _ in progress(range(runs), "bench", enabled=show_progress):
         for name, run in runners.items():  # alternate, so a slow phase of the machine hits both
+            before = page_faults() if name == "wgnn" else None
             begin = time.perf_counter()
             run()
             samples[name].append((time.perf_counter() - begin) * 1e3)
+            if before is not None:
+                faults += page_faults() - before
 
     report = session.report()
     gpu_segments = [s for s in session.segments if s.backend.name == "wgpu"]
@@ -212,6 +227,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         "storage": config.storage, "precision": config.precision,
         "input_shapes": {k: list(v) for k, v in shapes.items()}, "warmup": warmup, "runs": runs,
         "latency_ms": latency(samples["wgnn"]),
+        "page_faults_per_run": None if page_faults() is None else faults / runs,
         "cold_start_ms": {"load": load_ms, "prepare": prepare_ms, "shader_compile": compiling.seconds * 1e3,
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,

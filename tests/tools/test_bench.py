@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 from helpers import gpu_adapters
-from wgnn.tools.bench import ratio_interval
+from wgnn.tools.bench import page_faults, ratio_interval
 
 import wgnn
 
@@ -27,6 +27,8 @@ def test_numpy_text_output():
     assert "cold start: load" in out and "prepare" in out and "first run" in out
     assert "median ms" in out and "p90 ms" in out
     assert "steps: numpy " in out and "0 GPU dispatches" in out
+    if page_faults() is not None:
+        assert "host page faults per wgnn run: " in out
     assert done.stderr == ""  # no progress bar when stderr is not a terminal
 
 
@@ -47,6 +49,75 @@ def test_json_keys_and_vs_onnxruntime():
     assert vs["ratio_interval"] is None  # 3 runs: too few for an interval
     text = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime")
     assert text.returncode == 0 and "ratio wgnn / onnxruntime (medians): x" in text.stdout
+
+
+def touch_fresh_pages(size: int = 1 << 20) -> None:
+    """Map size bytes and write every 4 KiB page (a 1 MiB mapping is too small for a huge page)."""
+    import mmap
+
+    with mmap.mmap(-1, size) as fresh:
+        for offset in range(0, size, 4096):
+            fresh[offset] = 1
+
+
+def test_page_faults_count_fresh_pages():
+    if page_faults() is None:
+        pytest.skip("this OS does not count page faults")
+    before = page_faults()
+    touch_fresh_pages()
+    assert page_faults() - before >= 200
+
+
+def test_bench_counts_the_page_faults_of_wgnn_runs_only(tmp_path, monkeypatch):
+    """Faults during wgnn's runs are reported per run; onnxruntime's (--vs) are not counted."""
+    if page_faults() is None:
+        pytest.skip("this OS does not count page faults")
+    import onnx
+    from wgnn.engine.session import Session
+    from wgnn.models.zoo import build
+    from wgnn.tools.bench import bench_model
+
+    path = tmp_path / "resnet.onnx"
+    onnx.save(build("resnet"), path)
+    config = wgnn.Config(providers=("numpy",))
+    quiet = bench_model(path, config, {}, warmup=1, runs=5, vs="onnxruntime", show_progress=False)
+    assert quiet["page_faults_per_run"] < 32
+    run = Session.run
+
+    def faulting_run(self, *args, **kwargs):
+        touch_fresh_pages()
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "run", faulting_run)
+    faulting = bench_model(path, config, {}, warmup=1, runs=5, show_progress=False)
+    assert faulting["page_faults_per_run"] >= 200
+
+
+WARM_RUN_FAULTS = """
+import resource, sys
+import wgnn
+from wgnn.models.zoo import build, example_inputs
+model = build("bert", hidden=64, heads=4, layers=1, ffn=256, max_positions=128)
+feeds = example_inputs(model, 1, seq=128)
+session = wgnn.InferenceSession(model, providers=["numpy"])
+for _ in range(5):
+    session.run(None, feeds)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    session.run(None, feeds)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
+"""
+
+
+def test_warm_numpy_runs_map_no_fresh_memory():
+    """In a fresh process (nothing has raised glibc's mmap threshold yet), a warm numpy run of a
+    small encoder faults no pages in: its GELU over 128 x 256 elements made ~512 per run while
+    Erf's temporaries were whole-array (each a fresh mapping past the threshold)."""
+    if page_faults() is None:
+        pytest.skip("this OS does not count page faults")
+    done = subprocess.run([sys.executable, "-c", WARM_RUN_FAULTS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 32
 
 
 def test_vs_onnxruntime_ratio_interval():

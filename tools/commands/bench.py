@@ -174,6 +174,9 @@ def format_bench(result: dict) -> str:
     lines.append(f"latency over {result['runs']} runs after {result['warmup']} warm-up"
                  + (f", alternating with {vs['name']} on the same inputs:" if vs else ":"))
     lines.append(table(heading, rows))
+    if result.get("page_faults_per_run") is not None:
+        lines.append(f"host page faults per wgnn run: {result['page_faults_per_run']:.1f} (minor; 0 when a run "
+                     "reuses its memory)")
     if vs:
         error = "-" if vs["max_rel_error"] is None else f"{vs['max_rel_error']:.2g}"
         interval = vs.get("ratio_interval")
