@@ -84,24 +84,120 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return _chunked(x, _gelu_chunk)
 
 
-def _sigmoid(x):
-    # Stable for large |x|: exp of a non-positive number only.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+def _arrays(fn):
+    """fn computing in place on arrays, given 0-d inputs as 1-element arrays (a ufunc returns a
+    scalar for 0-d operands, and out= needs an array)."""
+    def call(x, *args):
+        x = np.asarray(x)
+        return fn(x.reshape(1), *args).reshape(()) if x.ndim == 0 else fn(x, *args)
+
+    call.__doc__ = fn.__doc__
+    return call
+
+
+@_arrays
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """exp(min(x, 0)) / (1 + exp(-|x|)): e / (1 + e) below 0, 1 / (1 + e) above, with e = exp(-|x|)
+    never overflowing; two arrays of x's size and in-place passes (np.where over the two branches
+    made six temporaries: 12.4 against 1.2 ms on 64 x 112 x 112, in a fresh process)."""
+    zero = x.dtype.type(0)
+    y = np.minimum(x, zero)
+    np.exp(y, out=y)
+    e = np.abs(x)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    e += 1
+    return np.divide(y, e, out=y)
+
+
+@_arrays
+def _mish(x: np.ndarray) -> np.ndarray:
+    y = _softplus(x)
+    np.tanh(y, out=y)
+    y *= x
+    return y
+
+
+@_arrays
+def _softplus(x: np.ndarray) -> np.ndarray:
+    """max(x, 0) + log1p(exp(-|x|)), in place (np.logaddexp(x, 0) took 8x as long)."""
+    y = np.abs(x)
+    np.negative(y, out=y)
+    np.exp(y, out=y)
+    np.log1p(y, out=y)
+    y += np.maximum(x, x.dtype.type(0))
+    return y
+
+
+@_arrays
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 with the cube as x * x * x, in place
+    (x ** 3 is np.power: 51 against 0.8 ms on 64 x 112 x 112). 16-bit floats go through float32."""
+    if x.dtype.itemsize < 4:
+        return _gelu_tanh(x.astype(np.float32)).astype(x.dtype)
+    t = x.dtype.type
+    y = np.multiply(x, x)
+    y *= t(math.sqrt(2 / math.pi) * 0.044715)
+    y += t(math.sqrt(2 / math.pi))
+    y *= x
+    np.tanh(y, out=y)
+    y += 1
+    y *= x
+    y *= t(0.5)
+    return y
+
+
+@_arrays
+def _leaky_relu(x: np.ndarray, alpha: float) -> np.ndarray:
+    """max(x, alpha x) for 0 < alpha <= 1 (the usual slopes; 0.16 against 3.8 ms for np.where on 64 x
+    112 x 112); np.where otherwise (alpha 0 would turn inf * 0 into NaN)."""
+    slope = x.dtype.type(alpha)
+    if 0 < alpha <= 1:
+        y = np.multiply(x, slope)
+        return np.maximum(x, y, out=y)
+    return np.where(x >= 0, x, x * slope)
+
+
+@_arrays
+def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    y = np.multiply(x, x.dtype.type(alpha))
+    y += x.dtype.type(beta)
+    return np.clip(y, 0, 1, out=y)
+
+
+@_arrays
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    y = np.divide(x, x.dtype.type(6))
+    y += x.dtype.type(0.5)
+    np.clip(y, 0, 1, out=y)
+    y *= x
+    return y
+
+
+@_arrays
+def _softsign(x: np.ndarray) -> np.ndarray:
+    y = np.abs(x)
+    y += 1
+    return np.divide(x, y, out=y)
+
+
+@_arrays
+def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    y = np.maximum(x, _limit(x, low))
+    return np.minimum(y, _limit(x, high), out=y)
 
 
 UNARY_FUNCS = {
     "identity": lambda x, a, b: x.copy(),
     "relu": lambda x, a, b: np.maximum(x, np.zeros((), x.dtype)),
-    "leaky_relu": lambda x, a, b: np.where(x >= 0, x, x * x.dtype.type(a)),
+    "leaky_relu": lambda x, a, b: _leaky_relu(x, a),
     "sigmoid": lambda x, a, b: _sigmoid(x),
-    "hard_sigmoid": lambda x, a, b: np.clip(x * x.dtype.type(a) + x.dtype.type(b), 0, 1).astype(x.dtype),
-    "hard_swish": lambda x, a, b: x * np.clip(x / x.dtype.type(6) + x.dtype.type(0.5), 0, 1).astype(x.dtype),
+    "hard_sigmoid": lambda x, a, b: _hard_sigmoid(x, a, b),
+    "hard_swish": lambda x, a, b: _hard_swish(x),
     "tanh": lambda x, a, b: np.tanh(x),
     "erf": lambda x, a, b: erf(x),
     "gelu": lambda x, a, b: _gelu(x),
-    "gelu_tanh": lambda x, a, b: (0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
-    .astype(x.dtype),
+    "gelu_tanh": lambda x, a, b: _gelu_tanh(x),
     "exp": lambda x, a, b: np.exp(x),
     "log": lambda x, a, b: np.log(x),
     "sqrt": lambda x, a, b: np.sqrt(x),
@@ -111,17 +207,17 @@ UNARY_FUNCS = {
     "floor": lambda x, a, b: np.floor(x),
     "ceil": lambda x, a, b: np.ceil(x),
     "not": lambda x, a, b: np.logical_not(x),
-    "clip": lambda x, a, b: np.minimum(np.maximum(x, _limit(x, a)), _limit(x, b)),
-    "softplus": lambda x, a, b: np.logaddexp(x, x.dtype.type(0)),
+    "clip": lambda x, a, b: _clip(x, a, b),
+    "softplus": lambda x, a, b: _softplus(x),
     "sign": lambda x, a, b: np.sign(x),
     "round": lambda x, a, b: np.round(x),  # half to even, as ONNX
     "isnan": lambda x, a, b: np.isnan(x),
     "isinf": lambda x, a, b: (np.isneginf(x) & bool(a)) | (np.isposinf(x) & bool(b)),
-    "softsign": lambda x, a, b: x / (1 + np.abs(x)),
+    "softsign": lambda x, a, b: _softsign(x),
     "elu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)),
     "selu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)) * x.dtype.type(b),
     "celu": lambda x, a, b: np.maximum(x, 0) + np.minimum(0, x.dtype.type(a) * np.expm1(_neg(x) / x.dtype.type(a))),
-    "mish": lambda x, a, b: x * np.tanh(np.logaddexp(x, x.dtype.type(0))),
+    "mish": lambda x, a, b: _mish(x),
     "thresholded_relu": lambda x, a, b: np.where(x > x.dtype.type(a), x, 0).astype(x.dtype),
     "shrink": lambda x, a, b: _shrink(x, a, b),
     "sin": lambda x, a, b: np.sin(x), "cos": lambda x, a, b: np.cos(x), "tan": lambda x, a, b: np.tan(x),

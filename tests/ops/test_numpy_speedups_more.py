@@ -4,6 +4,8 @@ resize to another shape and back, with feeds and graph outputs (arrays from outs
 that may change from run to run, or stay the same object while their contents change), and
 bit for bit against the unprepared computations where the prepared path promises the same
 values (fused programs, max pooling, Resize's phase passes)."""
+import math
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -236,6 +238,52 @@ def test_half_precision_pools():
         np.testing.assert_array_equal(g, w.astype(np.float16))  # float32 results rounded once
 
 
+# --------------------------------------------------------------------- in-place activations
+def _softplus64(x):
+    return np.logaddexp(x, 0.0)
+
+
+# kind, alpha, beta, the ONNX formula in float64
+ACTIVATIONS = [
+    ("sigmoid", 0, 0, lambda x: 1 / (1 + np.exp(-x))),
+    ("softplus", 0, 0, _softplus64),
+    ("mish", 0, 0, lambda x: x * np.tanh(_softplus64(x))),
+    ("gelu_tanh", 0, 0, lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+    *[("leaky_relu", a, 0, lambda x, a=a: np.where(x >= 0, x, x * a)) for a in (0.01, 0.5, 1.0, 0.0, 1.5, -0.2)],
+    ("hard_sigmoid", 0.2, 0.5, lambda x: np.clip(0.2 * x + 0.5, 0, 1)),
+    ("hard_swish", 0, 0, lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
+    ("softsign", 0, 0, lambda x: x / (1 + np.abs(x))),
+    ("clip", -1.5, 2.0, lambda x: np.clip(x, -1.5, 2.0)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize(("kind", "alpha", "beta", "formula"), ACTIVATIONS,
+                         ids=[f"{k}-{a}" for k, a, _, _ in ACTIVATIONS])
+def test_in_place_activations_match_their_formulas(kind, alpha, beta, formula, dtype):
+    """The activations computed in place on one or two arrays (elementwise.py) against the ONNX
+    formula in float64: special values, a large array, and 0-d inputs."""
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 3.0, -3.0, 11.0, -11.0, 30.0,
+               -30.0, 80.0, -80.0, 1e4, -1e4]
+    x = np.concatenate([special, np.random.default_rng(3).standard_normal(20011) * 4]).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = formula(x.astype(np.float64))
+        got = apply_unary(kind, x.reshape(1, -1), alpha, beta)
+        scalar = apply_unary(kind, x[9], alpha, beta)  # 0.5
+    assert got.dtype == dtype and got.shape == (1, x.size)
+    got = got.ravel().astype(np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), kind
+    finite = np.isfinite(want)
+    assert np.array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]), kind
+    # A few roundings of the type, relative to the input's scale: x (1 + tanh(...)) and a x + b
+    # cancel where the result is small, in any arithmetic of the input's type.
+    eps = float(np.finfo(dtype).eps)
+    bound = 8 * eps * (np.abs(want) + np.maximum(1, np.abs(x.astype(np.float64))))
+    error = np.abs(got[finite] - want[finite])
+    assert (error <= bound[finite]).all(), (kind, float((error - bound[finite]).max()))
+    assert np.ndim(scalar) == 0 and abs(float(scalar) - want[9]) <= bound[9]
+
+
 # ---------------------------------------------------------------------------- FusedElementwise
 def test_ufunc_tables_match_the_elementwise_functions():
     """The fused kernel calls these ufuncs with out=; they must be what elementwise.py computes."""
@@ -281,7 +329,7 @@ PROGRAMS = {
                Step("Unary", "exp", (2,)),          # b = exp(a)
                Step("Unary", "relu", (3,)),         # c = relu(b)
                Step("Binary", "sub", (4, 2)),       # d = c - a
-               Step("Unary", "softplus", (5,)),     # e
+               Step("Unary", "tanh", (5,)),         # e
                Step("Binary", "mul", (6, 3))],      # e * b
               {"x": (2, 3, 4), "w": (4,)}, {}),
     # GELU as bert has it: erf (not a ufunc) in the middle, x read by the first and fourth steps
