@@ -31,25 +31,41 @@ def _centre(xs: np.ndarray, axes: tuple) -> tuple[np.ndarray, np.ndarray]:
     first = xs[tuple(slice(0, 1) if axis in axes else slice(None) for axis in range(xs.ndim))]
     shifted = xs - first
     offset = shifted.mean(axis=axes, keepdims=True)
-    return shifted - offset, first + offset
+    shifted -= offset
+    return shifted, first + offset
+
+
+def _mean_square(centred: np.ndarray, axes: tuple) -> np.ndarray:
+    """The mean of centred's squares over axes (keepdims): over trailing axes a row-wise dot
+    product, without a squared copy of centred's size."""
+    if centred.size and axes == tuple(range(centred.ndim - len(axes), centred.ndim)) and centred.flags.c_contiguous:
+        kept = centred.shape[:centred.ndim - len(axes)]
+        rows = centred.reshape(math.prod(kept), -1)
+        total = _row_dot(rows, rows).reshape(*kept, *(1,) * len(axes))
+        return total / centred.dtype.type(rows.shape[1])
+    return np.mean(np.square(centred), axis=axes, keepdims=True)
 
 
 def _normalize(x: np.ndarray, axes: tuple, epsilon: float, work) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x - mean) / sqrt(var + epsilon), mean and 1 / sqrt(var + epsilon): one array of x's size
+    (whole-array temporaries are fresh mappings on every run: docs/performance.md)."""
     centred, mean = _centre(x.astype(work, copy=False), axes)
-    inv_std = 1 / np.sqrt(np.mean(centred * centred, axis=axes, keepdims=True) + work.type(epsilon))
-    return centred * inv_std, mean, inv_std
+    inv_std = 1 / np.sqrt(_mean_square(centred, axes) + work.type(epsilon))
+    centred *= inv_std
+    return centred, mean, inv_std
 
 
 @numpy_kernel("InstanceNorm")
 def instance_norm(ex, x, scale, bias):
     work = np.promote_types(x.dtype, np.float32)
     y, _, _ = _normalize(x, tuple(range(2, x.ndim)), ex.attrs["epsilon"], work)
-    y = y * _channel(scale, x.ndim).astype(work) + _channel(bias, x.ndim).astype(work)
+    y *= _channel(scale, x.ndim).astype(work)
+    y += _channel(bias, x.ndim).astype(work)
     return y.astype(x.dtype, copy=False)
 
 
 # Row-wise dot product: the np.vecdot ufunc (numpy >= 2) is one call; einsum where it is missing.
-_row_dot = getattr(np, "vecdot", None) or (lambda a, b, out: np.einsum("ij,ij->i", a, b, out=out))
+_row_dot = getattr(np, "vecdot", None) or (lambda a, b, out=None: np.einsum("ij,ij->i", a, b, out=out))
 
 
 @numpy_kernel("LayerNorm", writes_outputs=True)
@@ -124,7 +140,9 @@ def group_norm(ex, x, scale, bias):
     y, _, _ = _normalize(x.reshape(n, groups, -1), (2,), ex.attrs["epsilon"], work)
     if ex.attrs["per_group"]:  # one value per group, shared by its channels
         scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
-    y = y.reshape(x.shape) * _channel(scale, x.ndim).astype(work) + _channel(bias, x.ndim).astype(work)
+    y = y.reshape(x.shape)
+    y *= _channel(scale, x.ndim).astype(work)
+    y += _channel(bias, x.ndim).astype(work)
     return y.astype(x.dtype, copy=False)
 
 
@@ -148,14 +166,17 @@ def lrn(ex, x):
     xs = x.astype(work, copy=False)
     square = xs * xs
     # The window of channel k is [k - (size - 1) // 2, k + size // 2], clipped to [0, C): one
-    # shifted add of whole channel blocks per window tap.
+    # shifted add of whole channel blocks per window tap. Then in place: two arrays of x's size.
     total = np.zeros_like(square)
     for shift in range(-((size - 1) // 2), size // 2 + 1):
         lo, hi = max(0, -shift), min(c, c - shift)
         if lo < hi:
             total[:, lo:hi] += square[:, lo + shift:hi + shift]
-    base = work.type(ex.attrs["bias"]) + work.type(ex.attrs["alpha"] / size) * total
-    return (xs / base ** work.type(ex.attrs["beta"])).astype(x.dtype, copy=False)
+    total *= work.type(ex.attrs["alpha"] / size)
+    total += work.type(ex.attrs["bias"])
+    np.power(total, work.type(ex.attrs["beta"]), out=total)
+    np.divide(xs, total, out=total)
+    return total.astype(x.dtype, copy=False)
 
 
 @numpy_kernel("MeanVarianceNorm")
@@ -165,5 +186,5 @@ def mean_variance_norm(ex, x):
         return np.empty(x.shape, x.dtype)
     work = np.promote_types(x.dtype, np.float32)
     centred, _ = _centre(x.astype(work, copy=False), axes)
-    std = np.sqrt(np.mean(centred * centred, axis=axes, keepdims=True))
-    return (centred / (std + work.type(ex.attrs["epsilon"]))).astype(x.dtype, copy=False)
+    centred /= np.sqrt(_mean_square(centred, axes)) + work.type(ex.attrs["epsilon"])
+    return centred.astype(x.dtype, copy=False)
