@@ -62,12 +62,14 @@ class InferenceSession:
         used); None when the providers were named."""
         return self.session.config.providers_choice
 
-    def run(self, output_names, input_feed: dict, run_options=None, *, callback=None) -> list[np.ndarray]:
+    def run(self, output_names, input_feed: dict, run_options=None, *, callback=None,
+            out: dict | None = None) -> list[np.ndarray]:
         """Run the model. Returns the outputs named in output_names (all when None), in order;
         names of intermediate tensors of the converted graph are allowed too. callback: see
-        Session.run; outputs a stopped run did not reach are None."""
+        Session.run; outputs a stopped run did not reach are None. out: output name -> array
+        to write that output into and return (Session.run)."""
         names = list(output_names) if output_names else [t.name for t in self.interpreter.graph.outputs]
-        results = self.session.run(input_feed, names, callback=callback)
+        results = self.session.run(input_feed, names, callback=callback, out=out)
         return [results.get(name) for name in names]
 
     def report(self) -> dict:

@@ -263,7 +263,7 @@ class Session:
 
     # -------------------------------------------------------------------- run
     def run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None = None, *,
-            callback=None) -> dict[str, np.ndarray]:
+            callback=None, out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Run the model. Returns a dict name -> array. Resizes first when input shapes changed.
         Thread-safe: calls from several threads take turns.
 
@@ -273,13 +273,49 @@ class Session:
             callback: fn(info: engine.callbacks.OpInfo) called before and after every op (GPU
                 ops then run one submission each); returning False stops the run, and only the
                 outputs computed by then are returned.
+            out: output name -> a writeable array of that output's shape and dtype: the output
+                is written there and that array returned, instead of a new one on every run
+                (new arrays of 128 KiB and more are fresh memory mappings under glibc, faulted
+                in page by page). Names must be among the requested outputs.
         """
         feeds = self._check_feeds(feeds)
+        out = self._check_out(out, output_names)
         with self._lock:
-            return self._run(feeds, output_names, callback)
+            return self._run(feeds, output_names, callback, out)
+
+    def _check_out(self, out, output_names) -> dict[str, np.ndarray]:
+        """The out= arrays, checked before the run: a dict of writeable arrays, named outputs."""
+        if out is None:
+            return {}
+        if not isinstance(out, dict):
+            raise InputError(f"out must be a dict of output name -> numpy array, got {type(out).__name__}")
+        wanted = set(output_names or [t.name for t in self.graph.outputs])
+        for name, array in out.items():
+            if name not in wanted:
+                raise InputError(f"out names {name!r}, which this run does not return (it returns {sorted(wanted)})")
+            if not isinstance(array, np.ndarray) or not array.flags.writeable:
+                got = "a read-only array" if isinstance(array, np.ndarray) else type(array).__name__
+                raise InputError(f"out[{name!r}] must be a writeable numpy array, got {got}")
+        return out
+
+    def _deliver(self, values: dict, names: list[str], out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The requested outputs: copied into their out= arrays (each checked against the result's
+        shape and dtype before any is written), else into new arrays."""
+        for name in names:
+            if name in out and (out[name].shape != values[name].shape or out[name].dtype != values[name].dtype):
+                raise InputError(f"out[{name!r}] is {out[name].dtype}{list(out[name].shape)}, but output {name!r} "
+                                 f"is {values[name].dtype}{list(values[name].shape)}")
+        results = {}
+        for name in names:
+            if name in out:
+                np.copyto(out[name], values[name])
+                results[name] = out[name]
+            else:
+                results[name] = np.array(values[name])
+        return results
 
     def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None,
-             callback=None) -> dict[str, np.ndarray]:
+             callback=None, out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         shapes = {name: tuple(value.shape) for name, value in feeds.items()}
         wanted = output_names or [t.name for t in self.graph.outputs]
         extra = self._intermediates(wanted)
@@ -300,13 +336,13 @@ class Session:
                     raise HostMemoryError(f"out of host memory running {labels}"
                                           f"{' ...' if len(segment.steps) > 3 else ''}: {exc}") from None
         except StopRun:
-            return {name: np.array(values[name]) for name in wanted if name in values}
+            return self._deliver(values, [name for name in wanted if name in values], out or {})
         if self.continuation is not None:
             later = [name for name in wanted if name not in values]
             values.update(self.continuation.run(values, later, callback))
-            if callback is not None and any(name not in values for name in wanted):
-                return {name: np.array(values[name]) for name in wanted if name in values}  # stopped
-        return {name: np.array(values[name]) for name in wanted}
+            if callback is not None and any(name not in values for name in wanted):  # stopped
+                return self._deliver(values, [name for name in wanted if name in values], out or {})
+        return self._deliver(values, wanted, out or {})
 
     def _intermediates(self, wanted: list[str]) -> set[str]:
         """The names in wanted that are not graph outputs; each must be a tensor of the graph."""
