@@ -99,7 +99,7 @@ def _arrays(fn):
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     """exp(min(x, 0)) / (1 + exp(-|x|)): e / (1 + e) below 0, 1 / (1 + e) above, with e = exp(-|x|)
     never overflowing; two arrays of x's size and in-place passes (np.where over the two branches
-    made six temporaries: 12.4 against 1.2 ms on 64 x 112 x 112, in a fresh process)."""
+    made six temporaries: 12.6 against 1.8 ms on 64 x 112 x 112, in a fresh process)."""
     zero = x.dtype.type(0)
     y = np.minimum(x, zero)
     np.exp(y, out=y)
@@ -120,7 +120,7 @@ def _mish(x: np.ndarray) -> np.ndarray:
 
 @_arrays
 def _softplus(x: np.ndarray) -> np.ndarray:
-    """max(x, 0) + log1p(exp(-|x|)), in place (np.logaddexp(x, 0) took 8x as long)."""
+    """max(x, 0) + log1p(exp(-|x|)), in place (np.logaddexp(x, 0) took 8-11x as long)."""
     y = np.abs(x)
     np.negative(y, out=y)
     np.exp(y, out=y)
