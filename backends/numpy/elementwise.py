@@ -111,6 +111,21 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 @_arrays
+def _celu(x: np.ndarray, alpha: float) -> np.ndarray:
+    """max(0, x) + min(0, alpha expm1(min(x, 0) / alpha)), in place: the same operations in the
+    same order as the whole-array expression, which took 13.0 ms on 64 x 112 x 112 (3104 page
+    faults per run)."""
+    a = x.dtype.type(alpha)
+    y = _neg(x)
+    y /= a
+    np.expm1(y, out=y)
+    y *= a
+    np.minimum(y, x.dtype.type(0), out=y)
+    y += np.maximum(x, x.dtype.type(0))
+    return y
+
+
+@_arrays
 def _mish(x: np.ndarray) -> np.ndarray:
     y = _softplus(x)
     np.tanh(y, out=y)
@@ -216,7 +231,7 @@ UNARY_FUNCS = {
     "softsign": lambda x, a, b: _softsign(x),
     "elu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)),
     "selu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)) * x.dtype.type(b),
-    "celu": lambda x, a, b: np.maximum(x, 0) + np.minimum(0, x.dtype.type(a) * np.expm1(_neg(x) / x.dtype.type(a))),
+    "celu": lambda x, a, b: _celu(x, a),
     "mish": lambda x, a, b: _mish(x),
     "thresholded_relu": lambda x, a, b: np.where(x > x.dtype.type(a), x, 0).astype(x.dtype),
     "shrink": lambda x, a, b: _shrink(x, a, b),
@@ -270,13 +285,33 @@ def _div(a, b):
 def _pow(a, b):
     if np.issubdtype(a.dtype, np.integer):
         return np.power(a.astype(np.float64), b).astype(a.dtype)
+    if b.size == 1 and b.ndim <= a.ndim:  # the output has a's shape
+        # Squares and cubes as products, as onnxruntime computes them: np.power's general loop
+        # took 49 ms for a cube of 64 x 112 x 112 against 0.2 ms (x * x is np.power's square
+        # exactly; a cube differs by at most 2 ulp).
+        exponent = float(b.reshape(-1)[0])
+        if exponent in (2.0, 3.0):
+            y = np.multiply(a, a)
+            if exponent == 3.0:
+                y *= a
+            return y
     return np.power(a, b.astype(a.dtype))
+
+
+def _prelu(x, slope):
+    """min(x, 0) * slope + max(x, 0): x where x >= 0, else x * slope, on two arrays (np.where took
+    3.6-4.9 against 0.7 ms on 64 x 112 x 112). A zero result may come out as +0 where the
+    two-branch form gives -0 (x = -0, or x * slope underflowing)."""
+    y = np.minimum(x, x.dtype.type(0))
+    y *= slope
+    y += np.maximum(x, x.dtype.type(0))
+    return y
 
 
 BINARY_FUNCS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": _div, "pow": _pow,
     "max": np.maximum, "min": np.minimum,
-    "prelu": lambda x, slope: np.where(x < 0, x * slope, x),
+    "prelu": lambda x, slope: _prelu(x, slope),
     "mod": np.mod, "fmod": np.fmod,
     "equal": np.equal, "less": np.less, "greater": np.greater,
     "greater_equal": np.greater_equal, "less_equal": np.less_equal,

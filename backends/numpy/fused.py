@@ -29,10 +29,11 @@ UNARY_UFUNCS: dict[str, tuple[np.ufunc, object]] = {
     "acos": (np.arccos, None), "atan": (np.arctan, None), "sinh": (np.sinh, None), "cosh": (np.cosh, None),
     "asinh": (np.arcsinh, None), "acosh": (np.arccosh, None), "atanh": (np.arctanh, None),
 }
-# div and pow wrap np.divide / np.power for float operands of one dtype (elementwise._div, _pow).
+# div wraps np.divide for float operands of one dtype (elementwise._div). pow is not here: a
+# constant square or cube is a product there (elementwise._pow), and fused chains must agree.
 BINARY_UFUNCS: dict[str, np.ufunc] = {
     **{k: f for k, f in BINARY_FUNCS.items() if type(f) is np.ufunc and k in STEP_KINDS["Binary"]},
-    "div": np.divide, "pow": np.power,
+    "div": np.divide,
 }
 _OUT = -1  # the target "the step's output array", resolved on each run (it may change between runs)
 

@@ -254,6 +254,7 @@ ACTIVATIONS = [
     ("hard_swish", 0, 0, lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
     ("softsign", 0, 0, lambda x: x / (1 + np.abs(x))),
     ("clip", -1.5, 2.0, lambda x: np.clip(x, -1.5, 2.0)),
+    *[("celu", a, 0, lambda x, a=a: np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a))) for a in (1.0, 0.5, 2.0)],
 ]
 
 
@@ -282,6 +283,34 @@ def test_in_place_activations_match_their_formulas(kind, alpha, beta, formula, d
     error = np.abs(got[finite] - want[finite])
     assert (error <= bound[finite]).all(), (kind, float((error - bound[finite]).max()))
     assert np.ndim(scalar) == 0 and abs(float(scalar) - want[9]) <= bound[9]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_pow_squares_and_cubes_and_prelu(dtype):
+    """Pow by a constant 2 or 3 is a product (x * x equals np.power's square exactly; a cube is
+    within 2 ulp of it), other exponents and broadcasting exponents np.power; PRelu on two arrays
+    (min(x, 0) * slope + max(x, 0)), per-channel slopes of any sign."""
+    with np.errstate(over="ignore"):  # 1e15 is inf in float16
+        x = np.concatenate([[np.nan, np.inf, -np.inf, 0.0, 1e-20, -1e-20, 1e15, -1e15],
+                            np.random.default_rng(5).standard_normal(3 * 7 * 11 * 13 - 8) * 3]).astype(dtype)
+    x = x.reshape(3, 7, 11, 13)
+    eps, tiny = float(np.finfo(dtype).eps), float(np.finfo(dtype).tiny)  # subnormal results: absolute
+    with np.errstate(all="ignore"):
+        for exponent, shape in ((2.0, (1,)), (3.0, ()), (3.0, (1, 1, 1)), (0.5, (1,)), (3.0, (1, 1, 1, 1, 1))):
+            b = np.full(shape, exponent, dtype)
+            got = apply_binary("pow", x, b)
+            assert got.dtype == dtype and got.shape == np.broadcast_shapes(x.shape, shape)
+            if exponent == 0.5 or len(shape) > x.ndim:  # np.power itself
+                np.testing.assert_array_equal(got, np.power(x, b))
+                continue
+            want = np.power(x.astype(np.float64), exponent).astype(dtype).astype(np.float64)  # overflows too
+            np.testing.assert_allclose(got.astype(np.float64), want, rtol=4 * eps, atol=tiny, equal_nan=True)
+        np.testing.assert_array_equal(apply_binary("pow", x, np.full(1, 2.0, dtype)), np.power(x, dtype(2)))
+        slope = np.array([0.25, 0.0, -0.5, 1.5, 1.0, -2.0, 0.01], dtype).reshape(7, 1, 1)
+        got = apply_binary("prelu", x, slope)
+        want = np.where(x.astype(np.float64) < 0, x.astype(np.float64) * slope, x.astype(np.float64))
+    assert got.dtype == dtype and got.shape == x.shape
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=eps, atol=tiny, equal_nan=True)
 
 
 # ---------------------------------------------------------------------------- FusedElementwise
