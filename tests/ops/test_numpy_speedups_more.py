@@ -255,6 +255,7 @@ ACTIVATIONS = [
     ("softsign", 0, 0, lambda x: x / (1 + np.abs(x))),
     ("clip", -1.5, 2.0, lambda x: np.clip(x, -1.5, 2.0)),
     *[("celu", a, 0, lambda x, a=a: np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a))) for a in (1.0, 0.5, 2.0)],
+    *[("elu", a, 0, lambda x, a=a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0)))) for a in (1.0, 0.3, 1.7, -0.5)],
 ]
 
 
