@@ -169,6 +169,8 @@ def _existing_file(path: str) -> Path:
         except ValueError as e:  # an unknown model or option, or sizes the builder refuses
             message = str(e) if str(e).startswith(("no zoo model", "zoo:")) else f"{path}: {e}"
             raise ModelError(message) from None
+        except MemoryError as e:  # sizes too large for this machine's memory
+            raise ModelError(f"{path}: too large to build here ({e})") from None
         folder = tempfile.mkdtemp(prefix="wgnn-zoo-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         target = Path(folder) / f"{name}.onnx"

@@ -287,6 +287,7 @@ def test_zoo_model_with_options():
     ("zoo:resnet:depth=3", ["zoo:resnet has no option 'depth'", "width (int)"]),
     ("zoo:bert:hidden=30", ["zoo:bert:hidden=30", "not a multiple of 4 heads"]),  # the builder refuses
     ("zoo:unet:size=30", ["zoo:unet:size=30", "divisible by 4"]),
+    ("zoo:bert:vocab=100000000000", ["zoo:bert:vocab=100000000000", "too large to build here"]),
 ])
 def test_zoo_model_with_bad_options_is_one_line_error(spec, fragments):
     assert_one_line_error(wgnn_cli("info", spec), *fragments)
