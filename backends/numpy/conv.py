@@ -152,7 +152,7 @@ def _conv_geometry(ex) -> tuple[list[int], list[int], list[int], list[int]]:
     return strides, dilations, begin, end
 
 
-def _epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype):
+def epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype):
     """fn(src, out): the fused activation of src written to out (src may be out). Relu and Clip,
     the ones the converter fuses most, are one ndarray.clip call: its two-sided loop is several
     times faster than np.maximum on large arrays (numpy 2.x), and it propagates NaN as Relu does."""
@@ -214,7 +214,7 @@ class _ConvPlan:
         has_bias = len(step.input_specs) > 2 and step.input_specs[2] is not None
         values = list(step.input_values or [])
         values += [None] * (3 - len(values))
-        self.kind = _epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
+        self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
                               dtype)
         self.pointwise = all(k == 1 for k in kernel) and not any(s != 1 for s in strides) \
             and not any(begin) and not any(end)
@@ -596,7 +596,7 @@ class _ConvTransposePlan:
         # overwrites them, with no zero fill and no adds (what no tap reaches stays zero).
         self.tiles = all(k == s and d == 1 for k, s, d in zip(kernel, strides, dilations, strict=True))
         self.bias_shape = (-1,) + (1,) * len(out)
-        self.kind = _epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
+        self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
                               dtype)
         self.sizes = (math.prod(self.buffer_shape), math.prod(self.cols_shape))
         memory = _memory(ex, self)

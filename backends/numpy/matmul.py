@@ -1,20 +1,52 @@
 """MatMul family on numpy: numpy.matmul (BLAS), then alpha, bias, the output permutation perm_y,
 the fused residual and the fused activation; split_y parts are views of the product.
 
-alpha, the bias and the residual are applied in place on matmul's fresh result (shape inference
-guarantees the bias broadcasts onto Y without enlarging it and the residual has Y's shape), which
-saves a temporary per step on small models."""
+Where the product has the output's shape and type (no perm_y, no split_y, both operands at least
+2-D: decided at resize), it goes straight into the step's output (np.matmul's out=), and alpha,
+the bias, the residual and Relu/Clip apply there in place: no array of the output's size per run
+and no copy of it into the output. Otherwise the product is an array of its own, copied (permuted
+or split) into the outputs. Shape inference guarantees that the bias broadcasts onto Y without
+enlarging it and that the residual has Y's shape."""
 from __future__ import annotations
 
 import numpy as np
 
+from .conv import epilogue
 from .elementwise import apply_unary
 from .kernel import numpy_kernel
 
 
-@numpy_kernel("MatMul")
-def matmul(ex, a, b, c=None, r=None):
+def _prepare(ex) -> None:
+    step, attrs = ex.step, ex.attrs
+    a, b = step.input_specs[:2]
+    out = step.output_specs[0]
+    ex.state["direct"] = (not attrs.get("perm_y") and attrs.get("split_y", 1) == 1 and len(a.shape) >= 2
+                          and len(b.shape) >= 2 and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype))
+    kind = attrs["activation"]
+    # Relu / Clip as one in-place clip (conv.epilogue); other activations through apply_unary.
+    in_place = kind in ("relu", "clip") and np.dtype(out.dtype).kind == "f"
+    ex.state["epilogue"] = epilogue(kind, attrs["activation_alpha"], attrs["activation_beta"],
+                                    np.dtype(out.dtype)) if in_place else None
+
+
+def _activate(ex, y: np.ndarray, out: np.ndarray) -> None:
+    """The fused activation of y written to out (y may be out)."""
+    if ex.state["epilogue"] is not None:
+        ex.state["epilogue"](y, out)
+        return
     attrs = ex.attrs
+    np.copyto(out, apply_unary(attrs["activation"], y, attrs["activation_alpha"], attrs["activation_beta"]),
+              casting="unsafe")
+
+
+@numpy_kernel("MatMul", writes_outputs=True, prepare=_prepare)
+def matmul(ex, inputs, outputs):
+    if "direct" not in ex.state:  # run without prepare (a direct call)
+        _prepare(ex)
+    attrs = ex.attrs
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    r = inputs[3] if len(inputs) > 3 else None
     if attrs.get("perm_a"):  # views: numpy.matmul takes strided operands
         a = np.transpose(a, attrs["perm_a"])
     if attrs.get("perm_b"):
@@ -23,9 +55,13 @@ def matmul(ex, a, b, c=None, r=None):
         a = np.swapaxes(a, -1, -2)
     if attrs["trans_b"] and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
-    y = np.asarray(np.matmul(a, b))  # 1-D @ 1-D gives a numpy scalar
-    if not y.flags.writeable or y.base is not None:
-        y = y.copy()
+    out = outputs[0]
+    if ex.state["direct"]:
+        y = np.matmul(a, b, out=out)
+    else:
+        y = np.asarray(np.matmul(a, b))  # 1-D @ 1-D gives a numpy scalar
+        if not y.flags.writeable or y.base is not None:
+            y = y.copy()
     if attrs["alpha"] != 1.0:
         y *= y.dtype.type(attrs["alpha"])
     if c is not None:
@@ -35,13 +71,19 @@ def matmul(ex, a, b, c=None, r=None):
             y += c * c.dtype.type(attrs["beta"])
     if attrs.get("perm_y"):  # one copy, as the Transpose folded in made
         y = np.ascontiguousarray(np.transpose(y, attrs["perm_y"]))
-    if r is not None:  # of Y's shape (shape inference checks it), before the activation
+    if r is not None:  # of Y's shape, before the activation
         y += r
-    if attrs["activation"]:
-        with np.errstate(all="ignore"):
-            y = apply_unary(attrs["activation"], y, attrs["activation_alpha"], attrs["activation_beta"])
     split = attrs.get("split_y", 1)
-    if split > 1:  # views (run() copies them into the outputs); slicing, as np.split costs ~8 us
-        width = y.shape[-1] // split
-        return tuple(y[..., i * width:(i + 1) * width] for i in range(split))
-    return y
+    if split == 1:
+        if attrs["activation"]:
+            _activate(ex, y, out)
+        elif y is not out:
+            np.copyto(out, y, casting="unsafe")
+        return
+    width = y.shape[-1] // split  # split_y: the parts are slices of the product (np.split costs ~8 us)
+    for i, part_out in enumerate(outputs[:split]):
+        part = y[..., i * width:(i + 1) * width]
+        if attrs["activation"]:
+            _activate(ex, part, part_out)
+        else:
+            np.copyto(part_out, part, casting="unsafe")

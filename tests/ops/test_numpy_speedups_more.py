@@ -325,6 +325,8 @@ TEMPORARIES = [
      0.25),
     ("InstanceNormalization", {}, 13, {"scale": np.ones(16, np.float32), "bias": np.zeros(16, np.float32)}, 0.25),
     ("LRN", {"size": 3}, 13, {}, 1),
+    # MatMul writes its product into the output: one array fewer than Neg, whose result is copied
+    ("MatMul", {}, 13, {"w": np.eye(64, dtype=np.float32)}, -1),
 ]
 
 
@@ -354,7 +356,7 @@ def _peak_run_bytes(op: str, attrs: dict, opset: int, extra: dict, x: np.ndarray
                          ids=[f"{t[0]}-{t[1].get('approximate', '')}" for t in TEMPORARIES])
 def test_activations_and_norms_allocate_few_arrays_per_run(op, attrs, opset, extra, arrays):
     """Whole-array temporaries are fresh memory mappings on every run (docs/performance.md), so
-    these kernels work in place: per run they allocate at most `arrays` arrays of x's size beyond
+    these kernels work in place (MatMul into its output): per run they allocate at most `arrays` arrays of x's size beyond
     what a single-ufunc op (Neg) does. The former expressions took 1-16 more (Sigmoid 3.25 beyond
     Neg, Erf 16, GroupNorm 2.1, LRN 4)."""
     x = np.random.default_rng(11).standard_normal((1, 16, 64, 64)).astype(np.float32)
