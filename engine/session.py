@@ -316,6 +316,7 @@ class Session:
 
     def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None,
              callback=None, out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        out = out or {}
         shapes = {name: tuple(value.shape) for name, value in feeds.items()}
         wanted = output_names or [t.name for t in self.graph.outputs]
         extra = self._intermediates(wanted)
@@ -336,13 +337,13 @@ class Session:
                     raise HostMemoryError(f"out of host memory running {labels}"
                                           f"{' ...' if len(segment.steps) > 3 else ''}: {exc}") from None
         except StopRun:
-            return self._deliver(values, [name for name in wanted if name in values], out or {})
+            return self._deliver(values, [name for name in wanted if name in values], out)
         if self.continuation is not None:
             later = [name for name in wanted if name not in values]
             values.update(self.continuation.run(values, later, callback))
             if callback is not None and any(name not in values for name in wanted):  # stopped
-                return self._deliver(values, [name for name in wanted if name in values], out or {})
-        return self._deliver(values, wanted, out or {})
+                return self._deliver(values, [name for name in wanted if name in values], out)
+        return self._deliver(values, wanted, out)
 
     def _intermediates(self, wanted: list[str]) -> set[str]:
         """The names in wanted that are not graph outputs; each must be a tensor of the graph."""

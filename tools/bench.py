@@ -14,16 +14,17 @@ import numpy as np
 
 from ..engine.errors import WgnnError
 
+try:
+    import resource  # POSIX only: page_faults()
+except ImportError:
+    resource = None
+
 
 def page_faults() -> int | None:
     """Minor page faults of this process so far (all threads); None where the OS does not count
     them (no `resource` module: Windows). A warm run that reuses its memory makes none; one that
     maps fresh memory for its temporaries makes one per 4 KiB page (docs/performance.md)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 @dataclass

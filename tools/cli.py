@@ -164,11 +164,13 @@ def _existing_file(path: str) -> Path:
         from ..models.zoo import build, parse_spec
 
         try:
-            name, options = parse_spec(path[4:])
+            name, options = parse_spec(path[4:])  # its messages name the model and option
+        except ValueError as e:
+            raise ModelError(str(e)) from None
+        try:
             model = build(name, **options)
-        except ValueError as e:  # an unknown model or option, or sizes the builder refuses
-            message = str(e) if str(e).startswith(("no zoo model", "zoo:")) else f"{path}: {e}"
-            raise ModelError(message) from None
+        except ValueError as e:  # sizes the builder refuses
+            raise ModelError(f"{path}: {e}") from None
         except MemoryError as e:  # sizes too large for this machine's memory
             raise ModelError(f"{path}: too large to build here ({e})") from None
         folder = tempfile.mkdtemp(prefix="wgnn-zoo-")
