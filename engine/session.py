@@ -33,6 +33,20 @@ class Segment:
     exports: list[str] = field(default_factory=list)
 
 
+class RunValues(dict):
+    """A run's tensors by name, and two things a backend may use to avoid copies: `destinations`,
+    the out= arrays a step may write a graph output into directly, and `owned`, the arrays a
+    backend made for this run alone, which the run returns as they are instead of copying them."""
+
+    def __init__(self, values: dict[str, np.ndarray], destinations: dict[str, np.ndarray]):
+        super().__init__(values)
+        self.destinations = destinations
+        self.owned: dict[int, np.ndarray] = {}  # id -> array (held, so that ids stay unique)
+
+    def own(self, array: np.ndarray) -> None:
+        self.owned[id(array)] = array
+
+
 class Session:
     """A model bound to backends and input shapes. Create it with Interpreter.create_session()."""
 
@@ -298,21 +312,52 @@ class Session:
                 raise InputError(f"out[{name!r}] must be a writeable numpy array, got {got}")
         return out
 
+    @staticmethod
+    def _check_out_spec(name: str, array: np.ndarray, shape, dtype) -> None:
+        if array.shape != tuple(shape) or array.dtype != np.dtype(dtype):
+            raise InputError(f"out[{name!r}] is {array.dtype}{list(array.shape)}, but output {name!r} "
+                             f"is {np.dtype(dtype)}{list(shape)}")
+
     def _deliver(self, values: dict, names: list[str], out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The requested outputs: copied into their out= arrays (each checked against the result's
-        shape and dtype before any is written), else into new arrays."""
-        for name in names:
-            if name in out and (out[name].shape != values[name].shape or out[name].dtype != values[name].dtype):
-                raise InputError(f"out[{name!r}] is {out[name].dtype}{list(out[name].shape)}, but output {name!r} "
-                                 f"is {values[name].dtype}{list(values[name].shape)}")
-        results = {}
+        shape and dtype before any is written) unless a step wrote them there, else new arrays
+        (or the arrays a backend made for this run)."""
         for name in names:
             if name in out:
-                np.copyto(out[name], values[name])
+                self._check_out_spec(name, out[name], values[name].shape, values[name].dtype)
+        results = {}
+        owned = getattr(values, "owned", {})
+        for name in names:
+            value = values[name]
+            if name in out:
+                if value is not out[name]:  # else a step wrote it there
+                    np.copyto(out[name], value)
                 results[name] = out[name]
+            elif owned.pop(id(value), None) is not None:  # made for this run: no copy (once)
+                results[name] = value
             else:
-                results[name] = np.array(values[name])
+                results[name] = np.array(value)
         return results
+
+    def _destinations(self, out: dict[str, np.ndarray], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The out= arrays a step may write into, once every one whose output's shape is known is
+        checked against it (nothing is written when one is wrong): C-contiguous and aligned
+        (kernels write through reshaped views), overlapping no feed (a step would overwrite what
+        it reads) and no other out= array. Others get a copy after the run."""
+        specs = {name: self.shapes.specs.get(name) for name in out}
+        specs = {name: spec if spec is not None and spec.dtype in np.sctypeDict else None
+                 for name, spec in specs.items()}
+        for name, spec in specs.items():
+            if spec is not None:
+                self._check_out_spec(name, out[name], spec.shape, spec.dtype)
+        usable = {}
+        for name, array in out.items():
+            if specs[name] is None or not (array.flags.c_contiguous and array.flags.aligned):
+                continue
+            others = [*feeds.values(), *(a for a in out.values() if a is not array)]
+            if not any(np.may_share_memory(array, other) for other in others):
+                usable[name] = array
+        return usable
 
     def _run(self, feeds: dict[str, np.ndarray], output_names: list[str] | None,
              callback=None, out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -325,7 +370,7 @@ class Session:
                 log.debug("input shapes %s, outputs %s: resizing", shapes, wanted)
             self.extra_outputs |= extra
             self.resize(shapes)
-        values: dict[str, np.ndarray] = dict(self.shapes.values)
+        values = RunValues(self.shapes.values, self._destinations(out, feeds) if out else {})
         values.update(feeds)
         observer = Observer(callback) if callback else None
         try:

@@ -41,7 +41,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
-from .elementwise import apply_unary
+from .elementwise import apply_unary, unary_into
 from .kernel import numpy_kernel
 
 
@@ -161,7 +161,7 @@ def epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype):
         low, high = dtype.type(low), dtype.type(high)
         return lambda src, out: src.clip(low, high, out=out)
     if kind:
-        return lambda src, out: np.copyto(out, apply_unary(kind, src, alpha, beta), casting="unsafe")
+        return lambda src, out: unary_into(kind, src, alpha, beta, out)
     return None
 
 

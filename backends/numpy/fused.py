@@ -14,21 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...engine.ops.fused import STEP_KINDS, decode_program
-from .elementwise import BINARY_FUNCS, apply_binary, apply_unary
+from .elementwise import BINARY_FUNCS, UNARY_UFUNCS, apply_binary, apply_unary
 from .kernel import numpy_kernel
 
-# The single ufunc call behind each Unary / Binary function of elementwise.py for float operands,
-# with its constant extra operand (tests/ops/test_numpy_speedups_more.py checks bit equality).
-_ZERO = object()  # stands for a 0-d zero of the operand's dtype
-UNARY_UFUNCS: dict[str, tuple[np.ufunc, object]] = {
-    "relu": (np.maximum, _ZERO),
-    "tanh": (np.tanh, None), "exp": (np.exp, None), "log": (np.log, None), "sqrt": (np.sqrt, None),
-    "neg": (np.negative, None), "reciprocal": (np.reciprocal, None), "abs": (np.abs, None),
-    "floor": (np.floor, None), "ceil": (np.ceil, None), "sign": (np.sign, None),
-    "sin": (np.sin, None), "cos": (np.cos, None), "tan": (np.tan, None), "asin": (np.arcsin, None),
-    "acos": (np.arccos, None), "atan": (np.arctan, None), "sinh": (np.sinh, None), "cosh": (np.cosh, None),
-    "asinh": (np.arcsinh, None), "acosh": (np.arccosh, None), "atanh": (np.arctanh, None),
-}
 # div wraps np.divide for float operands of one dtype (elementwise._div). pow is not here: a
 # constant square or cube is a product there (elementwise._pow), and fused chains must agree.
 BINARY_UFUNCS: dict[str, np.ufunc] = {

@@ -71,13 +71,26 @@ class NumpyExecution(Execution):
         outputs = self.outputs
         if outputs is None:
             views = self.backend.views
-            outputs = [views[name] if name in views else np.empty(spec.shape, spec.dtype)
+            outputs = [views[name] if name in views else _run_output(values, name, spec)
                        for name, spec in zip(step.outputs, step.output_specs)]
             self.run(inputs, outputs)
             values.update((name, out) for name, out in zip(step.outputs, outputs) if name)
             return
         self.run(inputs, outputs)
         values.update(self.published)
+
+
+def _run_output(values: dict, name: str, spec) -> np.ndarray:
+    """Memory for an output outside the arena (a graph output): the caller's out= array where the
+    session passed it (engine.session.RunValues), else a new array this run owns and returns
+    without a copy."""
+    destinations = getattr(values, "destinations", None)
+    if destinations and name in destinations:
+        return destinations[name]
+    array = np.empty(spec.shape, spec.dtype)
+    if name and hasattr(values, "own"):
+        values.own(array)
+    return array
 
 
 @register_backend

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .conv import epilogue
-from .elementwise import apply_unary
+from .elementwise import unary_into
 from .kernel import numpy_kernel
 
 
@@ -23,7 +23,7 @@ def _prepare(ex) -> None:
     ex.state["direct"] = (not attrs.get("perm_y") and attrs.get("split_y", 1) == 1 and len(a.shape) >= 2
                           and len(b.shape) >= 2 and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype))
     kind = attrs["activation"]
-    # Relu / Clip as one in-place clip (conv.epilogue); other activations through apply_unary.
+    # Relu / Clip as one in-place clip (conv.epilogue); other activations through unary_into.
     in_place = kind in ("relu", "clip") and np.dtype(out.dtype).kind == "f"
     ex.state["epilogue"] = epilogue(kind, attrs["activation_alpha"], attrs["activation_beta"],
                                     np.dtype(out.dtype)) if in_place else None
@@ -35,8 +35,7 @@ def _activate(ex, y: np.ndarray, out: np.ndarray) -> None:
         ex.state["epilogue"](y, out)
         return
     attrs = ex.attrs
-    np.copyto(out, apply_unary(attrs["activation"], y, attrs["activation_alpha"], attrs["activation_beta"]),
-              casting="unsafe")
+    unary_into(attrs["activation"], y, attrs["activation_alpha"], attrs["activation_beta"], out)
 
 
 @numpy_kernel("MatMul", writes_outputs=True, prepare=_prepare)

@@ -13,23 +13,35 @@ def _channel(param: np.ndarray, ndim: int) -> np.ndarray:
     return param.reshape((-1,) + (1,) * (ndim - 2)) if param.ndim == 1 else param
 
 
-@numpy_kernel("BatchNorm")
-def batch_norm(ex, x, scale, bias, mean, var):
+def _target(out: np.ndarray, work: np.dtype) -> np.ndarray | None:
+    """The step's output as the kernel's working array where it can be (the statistics' type, and
+    contiguous for the reshaped views): the result is then computed there, not copied there."""
+    return out if out.dtype == work and out.flags.c_contiguous else None
+
+
+def _deliver(result: np.ndarray, out: np.ndarray) -> None:
+    if result is not out:
+        np.copyto(out, result, casting="unsafe")
+
+
+@numpy_kernel("BatchNorm", writes_outputs=True)
+def batch_norm(ex, inputs, outputs):
+    x, scale, bias, mean, var = inputs
     # y = x * a + b with a = scale / sqrt(var + eps), b = bias - mean * a: two ops per element.
     a = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + ex.attrs["epsilon"])
     b = bias.astype(np.float64) - mean.astype(np.float64) * a
     work = np.promote_types(x.dtype, np.float32)
-    y = x.astype(work, copy=False) * _channel(a, x.ndim).astype(work)
+    y = np.multiply(x.astype(work, copy=False), _channel(a, x.ndim).astype(work), out=_target(outputs[0], work))
     y += _channel(b, x.ndim).astype(work)
-    return y.astype(x.dtype, copy=False)
+    _deliver(y, outputs[0])
 
 
-def _centre(xs: np.ndarray, axes: tuple) -> tuple[np.ndarray, np.ndarray]:
+def _centre(xs: np.ndarray, axes: tuple, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """xs minus its mean over `axes`, and that mean. Taken as deviations from each row's first
     element: a row far from zero (50 +- 0.1) then loses nothing to the float32 mean, which alone
     puts 1e-4 of a unit into every output (the GPU kernels shift their sums alike)."""
     first = xs[tuple(slice(0, 1) if axis in axes else slice(None) for axis in range(xs.ndim))]
-    shifted = xs - first
+    shifted = np.subtract(xs, first, out=out)
     offset = shifted.mean(axis=axes, keepdims=True)
     shifted -= offset
     return shifted, first + offset
@@ -46,22 +58,24 @@ def _mean_square(centred: np.ndarray, axes: tuple) -> np.ndarray:
     return np.mean(np.square(centred), axis=axes, keepdims=True)
 
 
-def _normalize(x: np.ndarray, axes: tuple, epsilon: float, work) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(x - mean) / sqrt(var + epsilon), mean and 1 / sqrt(var + epsilon): one array of x's size
-    (whole-array temporaries are fresh mappings on every run: docs/performance.md)."""
-    centred, mean = _centre(x.astype(work, copy=False), axes)
+def _normalize(x: np.ndarray, axes: tuple, epsilon: float, work,
+               out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x - mean) / sqrt(var + epsilon), mean and 1 / sqrt(var + epsilon): one array of x's size,
+    out when given (whole-array temporaries are fresh mappings on every run: docs/performance.md)."""
+    centred, mean = _centre(x.astype(work, copy=False), axes, out)
     inv_std = 1 / np.sqrt(_mean_square(centred, axes) + work.type(epsilon))
     centred *= inv_std
     return centred, mean, inv_std
 
 
-@numpy_kernel("InstanceNorm")
-def instance_norm(ex, x, scale, bias):
+@numpy_kernel("InstanceNorm", writes_outputs=True)
+def instance_norm(ex, inputs, outputs):
+    x, scale, bias = inputs
     work = np.promote_types(x.dtype, np.float32)
-    y, _, _ = _normalize(x, tuple(range(2, x.ndim)), ex.attrs["epsilon"], work)
+    y, _, _ = _normalize(x, tuple(range(2, x.ndim)), ex.attrs["epsilon"], work, _target(outputs[0], work))
     y *= _channel(scale, x.ndim).astype(work)
     y += _channel(bias, x.ndim).astype(work)
-    return y.astype(x.dtype, copy=False)
+    _deliver(y, outputs[0])
 
 
 # Row-wise dot product: the np.vecdot ufunc (numpy >= 2) is one call; einsum where it is missing.
@@ -129,21 +143,24 @@ def rms_norm(ex, x, scale):
     return y.astype(x.dtype, copy=False)
 
 
-@numpy_kernel("GroupNorm")
-def group_norm(ex, x, scale, bias):
+@numpy_kernel("GroupNorm", writes_outputs=True)
+def group_norm(ex, inputs, outputs):
+    x, scale, bias = inputs
     n, c = x.shape[:2]
     groups = ex.attrs["num_groups"]
     work = np.promote_types(np.dtype(ex.attrs["stash_dtype"]), np.float32)
     # A group is C / G consecutive channels: with the spatial axes, one contiguous row.
     if x.size == 0:
-        return np.empty(x.shape, x.dtype)
-    y, _, _ = _normalize(x.reshape(n, groups, -1), (2,), ex.attrs["epsilon"], work)
+        return
+    target = _target(outputs[0], work)
+    y, _, _ = _normalize(x.reshape(n, groups, -1), (2,), ex.attrs["epsilon"], work,
+                         None if target is None else target.reshape(n, groups, -1))
     if ex.attrs["per_group"]:  # one value per group, shared by its channels
         scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
-    y = y.reshape(x.shape)
+    y = y.reshape(x.shape) if target is None else target
     y *= _channel(scale, x.ndim).astype(work)
     y += _channel(bias, x.ndim).astype(work)
-    return y.astype(x.dtype, copy=False)
+    _deliver(y, outputs[0])
 
 
 @numpy_kernel("LpNorm")
@@ -159,15 +176,18 @@ def lp_norm(ex, x):
     return y.astype(x.dtype, copy=False)
 
 
-@numpy_kernel("LRN")
-def lrn(ex, x):
+@numpy_kernel("LRN", writes_outputs=True)
+def lrn(ex, inputs, outputs):
+    x = inputs[0]
     size, c = ex.attrs["size"], x.shape[1]
     work = np.promote_types(x.dtype, np.float32)
     xs = x.astype(work, copy=False)
     square = xs * xs
     # The window of channel k is [k - (size - 1) // 2, k + size // 2], clipped to [0, C): one
-    # shifted add of whole channel blocks per window tap. Then in place: two arrays of x's size.
-    total = np.zeros_like(square)
+    # shifted add of whole channel blocks per window tap. Then in place: the squares and the output.
+    total = _target(outputs[0], work)
+    total = np.zeros_like(square) if total is None else total
+    total.fill(0)
     for shift in range(-((size - 1) // 2), size // 2 + 1):
         lo, hi = max(0, -shift), min(c, c - shift)
         if lo < hi:
@@ -176,15 +196,16 @@ def lrn(ex, x):
     total += work.type(ex.attrs["bias"])
     np.power(total, work.type(ex.attrs["beta"]), out=total)
     np.divide(xs, total, out=total)
-    return total.astype(x.dtype, copy=False)
+    _deliver(total, outputs[0])
 
 
-@numpy_kernel("MeanVarianceNorm")
-def mean_variance_norm(ex, x):
+@numpy_kernel("MeanVarianceNorm", writes_outputs=True)
+def mean_variance_norm(ex, inputs, outputs):
+    x = inputs[0]
     axes = tuple(sorted(a % x.ndim for a in ex.attrs["axes"]))
     if x.size == 0:
-        return np.empty(x.shape, x.dtype)
+        return
     work = np.promote_types(x.dtype, np.float32)
-    centred, _ = _centre(x.astype(work, copy=False), axes)
+    centred, _ = _centre(x.astype(work, copy=False), axes, _target(outputs[0], work))
     centred /= np.sqrt(_mean_square(centred, axes)) + work.type(ex.attrs["epsilon"])
-    return centred.astype(x.dtype, copy=False)
+    _deliver(centred, outputs[0])

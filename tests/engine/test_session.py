@@ -192,6 +192,67 @@ def test_given_output_arrays_are_checked_before_anything_is_written(model_path):
         session.run(feeds, ["k2"], out={"y": y_out})
 
 
+def _chain_session() -> wgnn.InferenceSession:
+    """numpy: n = -x, e = exp(n) (n an output that a later step reads), c = a 3x3 conv of x."""
+    vi = helper.make_tensor_value_info
+    w = numpy_helper.from_array(np.linspace(-1, 1, 4 * 4 * 9, dtype=np.float32).reshape(4, 4, 3, 3), "w")
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Exp", ["n"], ["e"]),
+             helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])]
+    shape = [1, 4, 64, 64]
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, shape)],
+                              [vi(name, TensorProto.FLOAT, shape) for name in "nec"], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return wgnn.InferenceSession(model, providers=["numpy"]), ort.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_numpy_graph_outputs_are_written_in_place_or_handed_over():
+    """On numpy a graph output's step writes into the out= array itself, or into a new array that
+    the run returns as it is: per run no array of the outputs' size beyond them (there were
+    two per output: the step's and the copy returned)."""
+    import tracemalloc
+
+    session, reference = _chain_session()
+    x = np.random.default_rng(4).standard_normal((1, 4, 64, 64)).astype(np.float32)
+    want = dict(zip("nec", reference.run(None, {"x": x}), strict=True))
+    given = {name: np.empty_like(x) for name in "ne"}
+    for _ in range(2):
+        session.run(None, {"x": x}, out=given)
+    tracemalloc.start()
+    try:
+        got = session.run(None, {"x": x}, out=given)
+        with_out = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        first = session.run(None, {"x": x})
+        without_out = tracemalloc.get_traced_memory()[1] - with_out
+    finally:
+        tracemalloc.stop()
+    assert got[0] is given["n"] and got[1] is given["e"]
+    for results in (got, first):
+        for name, value in zip("nec", results, strict=True):
+            np.testing.assert_allclose(value, want[name], rtol=1e-5, atol=1e-5, err_msg=name)
+    # with out=: the conv's output only (c has no out= array); without: the three outputs
+    assert with_out < 1.2 * x.nbytes, with_out / x.nbytes
+    assert without_out < 3.2 * x.nbytes, without_out / x.nbytes
+    second = session.run(None, {"x": -x})  # new arrays: the first run's results stay as they were
+    for a, b in zip(first, second, strict=True):
+        assert not np.shares_memory(a, b)
+    np.testing.assert_allclose(first[0], want["n"], rtol=1e-6)
+
+
+def test_out_arrays_overlapping_the_feeds_are_written_after_the_run():
+    """An out= array that is a feed (or overlaps one) cannot take a step's writes while the step
+    reads the feed: it gets a copy once the run is done, and the results are the same."""
+    session, reference = _chain_session()
+    x = np.random.default_rng(5).standard_normal((1, 4, 64, 64)).astype(np.float32)
+    want = reference.run(None, {"x": x})
+    feed = x.copy()
+    n, e, c = session.run(None, {"x": feed}, out={"c": feed})
+    assert c is feed
+    for got, expected_value in zip((n, e, c), want, strict=True):
+        np.testing.assert_allclose(got, expected_value, rtol=1e-5, atol=1e-5)
+
+
 GIVEN_OUTPUT_FAULTS = """
 import resource
 import numpy as np

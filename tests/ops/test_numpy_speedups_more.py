@@ -256,6 +256,12 @@ ACTIVATIONS = [
     ("clip", -1.5, 2.0, lambda x: np.clip(x, -1.5, 2.0)),
     *[("celu", a, 0, lambda x, a=a: np.maximum(x, 0) + np.minimum(0, a * np.expm1(x / a))) for a in (1.0, 0.5, 2.0)],
     *[("elu", a, 0, lambda x, a=a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0)))) for a in (1.0, 0.3, 1.7, -0.5)],
+    *[("selu", a, g, lambda x, a=a, g=g: g * np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))))
+      for a, g in ((1.67326319, 1.05070102), (0.5, 2.0))],
+    *[("thresholded_relu", a, 0, lambda x, a=a: np.where(x > a, x, 0.0)) for a in (1.0, 0.0, -2.0)],
+    *[("shrink", lambd, bias, lambda x, lambd=lambd, bias=bias: np.where(x < -lambd, x + bias,
+                                                                         np.where(x > lambd, x - bias, 0.0)))
+      for lambd, bias in ((0.5, 0.5), (0.75, 0.0), (0.0, 0.0), (0.5, 0.1), (0.0, 1.5), (-0.5, 0.2), (-0.5, -0.5))],
 ]
 
 
@@ -280,7 +286,8 @@ def test_in_place_activations_match_their_formulas(kind, alpha, beta, formula, d
     # A few roundings of the type, relative to the input's scale: x (1 + tanh(...)) and a x + b
     # cancel where the result is small, in any arithmetic of the input's type.
     eps = float(np.finfo(dtype).eps)
-    bound = 8 * eps * (np.abs(want) + np.maximum(1, np.abs(x.astype(np.float64))))
+    scale = np.nan_to_num(np.abs(x.astype(np.float64)), nan=0.0, posinf=np.inf)  # NaN may give 0
+    bound = 8 * eps * (np.abs(want) + np.maximum(1, scale))
     error = np.abs(got[finite] - want[finite])
     assert (error <= bound[finite]).all(), (kind, float((error - bound[finite]).max()))
     assert np.ndim(scalar) == 0 and abs(float(scalar) - want[9]) <= bound[9]
@@ -314,19 +321,27 @@ def test_pow_squares_and_cubes_and_prelu(dtype):
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=eps, atol=tiny, equal_nan=True)
 
 
-# (op, attributes, opset, extra inputs, arrays of x's size a run may allocate beyond what Neg does)
+# (op, attributes, opset, extra inputs, arrays of x's size a run may allocate beyond what Neg does;
+# Neg writes straight into the output, so that is the run's own bookkeeping)
 TEMPORARIES = [
-    ("Sigmoid", {}, 13, {}, 1), ("Gelu", {"approximate": "tanh"}, 20, {}, 0), ("Gelu", {}, 20, {}, 2),
-    ("Erf", {}, 13, {}, 2), ("Softplus", {}, 13, {}, 1), ("Mish", {}, 18, {}, 1), ("Elu", {}, 13, {}, 0),
+    ("Sigmoid", {}, 13, {}, 1), ("Gelu", {"approximate": "tanh"}, 20, {}, 0),
+    # erf and GELU: float64 chunks of 8192 elements, 1.5-1.75 of this x's size at the peak
+    ("Gelu", {}, 20, {}, 1.75), ("Erf", {}, 13, {}, 1.5),
+    ("Softplus", {}, 13, {}, 1), ("Mish", {}, 18, {}, 1), ("Elu", {}, 13, {}, 0),
     ("Celu", {}, 13, {}, 1), ("LeakyRelu", {}, 13, {}, 0), ("HardSwish", {}, 14, {}, 0),
+    ("Selu", {}, 13, {}, 1), ("ThresholdedRelu", {}, 13, {}, 0.5),
+    ("Shrink", {"lambd": 0.5, "bias": 0.5}, 13, {}, 1), ("Shrink", {"lambd": 0.5, "bias": 0.0}, 13, {}, 0.5),
+    ("Shrink", {"lambd": 0.5, "bias": 0.1}, 13, {}, 1.5), ("Tanh", {}, 13, {}, 0),
     ("PRelu", {}, 13, {"slope": np.full((16, 1, 1), 0.1, np.float32)}, 1),
     ("Pow", {}, 13, {"exponent": np.array([3.0], np.float32)}, 0),
     ("GroupNormalization", {"num_groups": 4}, 21, {"scale": np.ones(16, np.float32), "bias": np.zeros(16, np.float32)},
      0.25),
     ("InstanceNormalization", {}, 13, {"scale": np.ones(16, np.float32), "bias": np.zeros(16, np.float32)}, 0.25),
+    ("BatchNormalization", {}, 15, {k: np.full(16, v, np.float32) for k, v in zip("sbmv", (2, 1, 0.5, 4))},
+     0.25),
     ("LRN", {"size": 3}, 13, {}, 1),
-    # MatMul writes its product into the output: one array fewer than Neg, whose result is copied
-    ("MatMul", {}, 13, {"w": np.eye(64, dtype=np.float32)}, -1),
+    ("MeanVarianceNormalization", {}, 13, {}, 1),  # its axes (0, 2, 3) are not trailing: a squared copy
+    ("MatMul", {}, 13, {"w": np.eye(64, dtype=np.float32)}, 0),
 ]
 
 
@@ -353,14 +368,16 @@ def _peak_run_bytes(op: str, attrs: dict, opset: int, extra: dict, x: np.ndarray
 
 
 @pytest.mark.parametrize(("op", "attrs", "opset", "extra", "arrays"), TEMPORARIES,
-                         ids=[f"{t[0]}-{t[1].get('approximate', '')}" for t in TEMPORARIES])
+                         ids=[f"{t[0]}-{t[1].get('approximate', t[1].get('bias', ''))}" for t in TEMPORARIES])
 def test_activations_and_norms_allocate_few_arrays_per_run(op, attrs, opset, extra, arrays):
     """Whole-array temporaries are fresh memory mappings on every run (docs/performance.md), so
-    these kernels work in place (MatMul into its output): per run they allocate at most `arrays` arrays of x's size beyond
-    what a single-ufunc op (Neg) does. The former expressions took 1-16 more (Sigmoid 3.25 beyond
-    Neg, Erf 16, GroupNorm 2.1, LRN 4)."""
+    these kernels work in place and write into the output: per run they allocate at most `arrays`
+    arrays of x's size beyond what a single-ufunc op (Neg) does. The former expressions took 1-16
+    more (Sigmoid 3.25, Erf 16, GroupNorm 2.1, LRN 4), and every Unary kind one more (its result,
+    copied into the output)."""
     x = np.random.default_rng(11).standard_normal((1, 16, 64, 64)).astype(np.float32)
     single_ufunc = _peak_run_bytes("Neg", {}, 13, {}, x)
+    assert single_ufunc < x.nbytes / 8  # Neg writes into the output
     extra_arrays = (_peak_run_bytes(op, attrs, opset, extra, x) - single_ufunc) / x.nbytes
     assert extra_arrays <= arrays + 0.1, (op, extra_arrays)
 
