@@ -24,6 +24,6 @@ def attention(ex, q, k, v, mask=None):
     if mask is not None:
         scores += mask if attrs["beta"] == 1.0 else mask * mask.dtype.type(attrs["beta"])
     with np.errstate(over="ignore", under="ignore"):
-        probs = apply_softmax("softmax", scores, -1)
+        probs = apply_softmax("softmax", scores, -1, out=scores)  # in place: scores is this call's own
     y = np.matmul(probs, operand(v, attrs["perm_v"], attrs["trans_v"]))
     return np.transpose(y, attrs["perm_y"]) if attrs["perm_y"] else y

@@ -342,6 +342,8 @@ TEMPORARIES = [
     ("LRN", {"size": 3}, 13, {}, 1),
     ("MeanVarianceNormalization", {}, 13, {}, 1),  # its axes (0, 2, 3) are not trailing: a squared copy
     ("MatMul", {}, 13, {"w": np.eye(64, dtype=np.float32)}, 0),
+    ("Softmax", {"axis": -1}, 13, {}, 0.25), ("Softmax", {"axis": 1}, 11, {}, 0.25),  # opset 11: flattened
+    ("LogSoftmax", {"axis": 1}, 13, {}, 1),  # exp(shifted)
 ]
 
 
@@ -368,7 +370,7 @@ def _peak_run_bytes(op: str, attrs: dict, opset: int, extra: dict, x: np.ndarray
 
 
 @pytest.mark.parametrize(("op", "attrs", "opset", "extra", "arrays"), TEMPORARIES,
-                         ids=[f"{t[0]}-{t[1].get('approximate', t[1].get('bias', ''))}" for t in TEMPORARIES])
+                         ids=[f"{t[0]}-{t[1].get('approximate', t[1].get('bias', t[2]))}" for t in TEMPORARIES])
 def test_activations_and_norms_allocate_few_arrays_per_run(op, attrs, opset, extra, arrays):
     """Whole-array temporaries are fresh memory mappings on every run (docs/performance.md), so
     these kernels work in place and write into the output: per run they allocate at most `arrays`
