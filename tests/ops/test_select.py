@@ -51,6 +51,34 @@ def test_topk_k_zero_and_long_rows():
     check_op("TopK", [long, k_of(7)], {"largest": 0}, outputs=2, opset=11)
 
 
+def test_topk_partition_matches_the_whole_sort():
+    """numpy's TopK by partition (rows PARTITION_RATIO times longer than k) against the whole stable
+    sort it replaces: ties by index, NaN the largest, infinities, signed zeros, integers."""
+    from wgnn.backends.numpy.select import topk_order, topk_rows
+
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, 1.0, 2.0], np.float32)
+    draw = np.random.default_rng(8)
+    for trial in range(1200):
+        n, rows = int(draw.integers(1, 60)), int(draw.integers(1, 5))
+        k = int(draw.integers(1, n + 1))
+        x = [draw.integers(-3, 3, (rows, n)).astype(np.float32), draw.standard_normal((rows, n)).astype(np.float16),
+             draw.integers(-5, 5, (rows, n)).astype(np.int64), draw.choice(special, (rows, n))][trial % 4]
+        for largest in (True, False):
+            values, indices = topk_rows(x, k, largest)
+            want = topk_order(x, 1, largest)[:, :k]
+            np.testing.assert_array_equal(indices, want, err_msg=f"{x} k={k} largest={largest}")
+            np.testing.assert_array_equal(values, np.take_along_axis(x, want, 1))
+
+
+def test_topk_long_rows_every_axis():
+    # Rows long enough for the partition, along every axis, with ties and NaN, against onnxruntime.
+    x = rng.integers(-4, 4, (3, 40, 2, 24)).astype(np.float32)
+    x[0, 3, 1, 5] = x[2, 7, 0, 0] = np.nan
+    for axis, k in ((1, 3), (3, 5), (-1, 1), (1, 10)):
+        for largest in (0, 1):
+            check_op("TopK", [x, k_of(k)], {"axis": axis, "largest": largest}, outputs=2, opset=11, reference="ort")
+
+
 def test_topk_past_the_loop_budget_falls_back():
     # k * length passes exceed llvmpipe's loop limit: the GPU refuses and numpy runs it.
     x = rng.standard_normal((2, 1200)).astype(np.float32)
