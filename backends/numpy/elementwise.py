@@ -106,17 +106,16 @@ def _arrays(fn):
 
 @_arrays
 def _sigmoid(x: np.ndarray, out=None) -> np.ndarray:
-    """exp(min(x, 0)) / (1 + exp(-|x|)): e / (1 + e) below 0, 1 / (1 + e) above, with e = exp(-|x|)
-    never overflowing; two arrays of x's size and in-place passes (np.where over the two branches
-    made six temporaries: 12.6 against 1.8 ms on 64 x 112 x 112, in a fresh process)."""
-    zero = x.dtype.type(0)
-    y = np.minimum(x, zero, out=out)
+    """1 / (1 + exp(-x)), the GPU kernels' form, in one array: four passes (0.96 against 1.87 ms
+    for exp(min(x, 0)) / (1 + exp(-|x|)) on 64 x 112 x 112), a few ulp from the true value
+    everywhere; below about -88 exp(-x) overflows float32 and the result is 0 instead of a
+    number under 1e-38. 16-bit floats go through float32 (exp(-x) overflows float16 at -11)."""
+    if x.dtype.itemsize < 4:
+        return _into(_sigmoid(x.astype(np.float32)).astype(x.dtype), out)
+    y = np.negative(x, out=out)
     np.exp(y, out=y)
-    e = np.abs(x)
-    np.negative(e, out=e)
-    np.exp(e, out=e)
-    e += 1
-    return np.divide(y, e, out=y)
+    y += 1
+    return np.reciprocal(y, out=y)
 
 
 @_arrays
