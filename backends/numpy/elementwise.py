@@ -333,9 +333,10 @@ UNARY_FUNCS = {
     "shrink": lambda x, a, b, out=None: _shrink(x, a, b, out=out),
     "bitwise_not": lambda x, a, b, out=None: np.invert(x, out=out),
 }
-# Kinds whose function may write over its own input: one ufunc, or erf / GELU (chunk by chunk,
-# each chunk read before it is written).
-IN_PLACE_SAFE = frozenset(UNARY_UFUNCS) | {"identity", "erf", "gelu", "not", "round", "isnan", "bitwise_not"}
+# Kinds whose function may write over its own input: one ufunc, erf / GELU (chunk by chunk, each
+# chunk read before it is written), and those that read x only in their first pass.
+IN_PLACE_SAFE = frozenset(UNARY_UFUNCS) | {"identity", "erf", "gelu", "not", "round", "isnan", "bitwise_not",
+                                           "sigmoid", "hard_sigmoid", "clip", "thresholded_relu"}
 
 
 def _neg(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -293,6 +293,35 @@ def test_in_place_activations_match_their_formulas(kind, alpha, beta, formula, d
     assert np.ndim(scalar) == 0 and abs(float(scalar) - want[9]) <= bound[9]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_unary_into_the_input_itself_and_into_other_arrays(dtype):
+    """unary_into (the Unary kernel, conv and MatMul epilogues) on every kind: written over x itself
+    (a kind in IN_PLACE_SAFE computes there, the others in a new array first), into a separate
+    output, and into an output of another type: always what apply_unary returns."""
+    from wgnn.backends.numpy.elementwise import IN_PLACE_SAFE, UNARY_FUNCS, unary_into
+
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 3.0, -3.0, 80.0, -80.0]
+    base = np.concatenate([special, np.random.default_rng(9).standard_normal(4000) * 3]).astype(dtype)
+    params = {"leaky_relu": (0.1, 0.0), "hard_sigmoid": (0.2, 0.5), "clip": (-1.0, 2.0), "elu": (0.7, 0.0),
+              "selu": (1.67, 1.05), "celu": (1.5, 0.0), "thresholded_relu": (0.5, 0.0), "shrink": (0.5, 0.5),
+              "isinf": (1.0, 1.0)}
+    skipped = {"not", "bitwise_not"}  # boolean and integer kinds
+    assert {"sigmoid", "erf", "tanh"} <= IN_PLACE_SAFE
+    with np.errstate(all="ignore"):
+        for kind in sorted(set(UNARY_FUNCS) - skipped):
+            alpha, beta = params.get(kind, (0.0, 0.0))
+            want = np.asarray(apply_unary(kind, base.copy(), alpha, beta))
+            x = base.copy()
+            unary_into(kind, x, alpha, beta, x if want.dtype == x.dtype else np.empty_like(want))
+            if want.dtype == x.dtype:
+                np.testing.assert_array_equal(x, want, err_msg=f"{kind} over its input")
+            for out in (np.empty_like(want), np.empty(want.shape, np.float64)):
+                x = base.copy()
+                unary_into(kind, x, alpha, beta, out)
+                np.testing.assert_array_equal(out, want.astype(out.dtype), err_msg=f"{kind} into {out.dtype}")
+                np.testing.assert_array_equal(x, base, err_msg=f"{kind} wrote over its input")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 def test_pow_squares_and_cubes_and_prelu(dtype):
     """Pow by a constant 2 or 3 is a product (x * x equals np.power's square exactly; a cube is
