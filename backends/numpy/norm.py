@@ -86,11 +86,17 @@ _row_dot = getattr(np, "vecdot", None) or (lambda a, b, out=None: np.einsum("ij,
 def layer_norm(ex, inputs, outputs):
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    y = outputs[0]
     if len(inputs) > 3 and inputs[3] is not None:  # the skip input: normalize X + Skip
-        x = x + inputs[3]
+        skip = inputs[3]
+        # The sum in the output itself where it fits there (the steps below work in place on it).
+        if (y.shape == np.broadcast_shapes(x.shape, skip.shape) and y.dtype == np.result_type(x, skip)
+                and y.flags.c_contiguous and not np.may_share_memory(y, x) and not np.may_share_memory(y, skip)):
+            x = np.add(x, skip, out=y)
+        else:
+            x = x + skip
     axis = ex.attrs["axis"] % x.ndim
     work = np.dtype(ex.attrs["stash_dtype"])
-    y = outputs[0]
     if x.dtype != work or y.dtype != work or x.size == 0:
         _layer_norm_cast(ex, x, scale, bias, axis, work, outputs)
         return

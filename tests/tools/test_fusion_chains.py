@@ -367,6 +367,34 @@ def test_layer_norm_skip_shape_errors():
         run((3, 8), "float16")
 
 
+def test_layer_norm_skip_sums_into_its_output_on_numpy():
+    """numpy: X + Skip goes into the output, which the normalization then works on in place: a
+    warm run allocates no array of X's size (X + Skip was one), and the values stay right."""
+    import tracemalloc
+
+    from wgnn.engine.graph import Graph, Model, Node, TensorInfo
+
+    g = Graph([Node("LayerNorm", ["x", "scale", "bias", "skip"], ["y"], {"axis": -1}, name="ln")],
+              [TensorInfo("x", "float32", (2, 64, 256)), TensorInfo("skip", "float32", (64, 256))],
+              [TensorInfo("y", "float32")], {"scale": r(256), "bias": r(256)})
+    session = wgnn.InferenceSession(Model(g), providers=["numpy"])
+    x, skip = r(2, 64, 256), r(64, 256)
+    y = np.empty_like(x)
+    for _ in range(2):
+        session.run(None, {"x": x, "skip": skip}, out={"y": y})
+    tracemalloc.start()
+    try:
+        session.run(None, {"x": x, "skip": skip}, out={"y": y})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < x.nbytes / 2, peak / x.nbytes  # 1.28 x.nbytes before
+    s = (x + skip).astype(np.float64)
+    normed = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + 1e-5)
+    want = normed * g.initializers["scale"] + g.initializers["bias"]
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
 # -------------------------------------------------------------------------------------- zoo
 def without_chain_passes(fn):
     original = fusion.FUSION_PASSES
