@@ -840,8 +840,14 @@ class WgpuBackend(Backend):
             raw = memoryview(self.context.reader.read(staged.buffer, _round8(staged.size)))  # slices copy nothing
         except Exception as exc:
             raise self._device_error(exc, [], "reading the outputs back") from None
+        # The decoded arrays view this run's own copy of the staging buffer: a graph output may be
+        # handed to the caller as it is, where it is at least half of that copy (a small output
+        # kept would otherwise keep every other export's bytes alive with it).
+        own = getattr(values, "own", None)  # engine.session.RunValues
         for name, at in staged.offsets.items():
-            values[name] = self._decode(name, raw[at:at + _round4(self.locations[name][2])])
+            values[name] = array = self._decode(name, raw[at:at + _round4(self.locations[name][2])])
+            if own is not None and array.flags.writeable and 2 * array.nbytes >= staged.size:
+                own(array)
         if staged.status_offset is None:
             return None
         self.status_reads += 1

@@ -23,10 +23,12 @@ class MapSyncReader:
     def __init__(self, wgpu):
         self.wgpu = wgpu
 
-    def read(self, buffer, size: int) -> bytes:
+    def read(self, buffer, size: int) -> bytearray:
+        """A new writeable copy of the buffer's first size bytes (the outputs decoded from it are
+        the caller's arrays as they are)."""
         buffer.map_sync(self.wgpu.MapMode.READ, 0, size)
         try:
-            return bytes(buffer.read_mapped(0, size, copy=False))
+            return bytearray(buffer.read_mapped(0, size, copy=False))
         finally:
             buffer.unmap()
 
@@ -54,7 +56,8 @@ class NativeMapReader:
         self._info = _api.new_struct("WGPUBufferMapCallbackInfo",
                                      mode=lib.WGPUCallbackMode_AllowProcessEvents, callback=mapped)
 
-    def read(self, buffer, size: int) -> bytes:
+    def read(self, buffer, size: int) -> bytearray:
+        """As MapSyncReader.read."""
         libf, ffi, lib = self._api.libf, self._ffi, self._lib
         self._result = None
         self._calls += 1
@@ -73,7 +76,7 @@ class NativeMapReader:
             raise RuntimeError(f"could not map the buffer (status {status}): {message}")
         try:
             pointer = libf.wgpuBufferGetConstMappedRange(buffer._internal, 0, size)
-            return bytes(ffi.buffer(ffi.cast("char *", pointer), size))
+            return bytearray(ffi.buffer(ffi.cast("char *", pointer), size))
         finally:
             libf.wgpuBufferUnmap(buffer._internal)
 

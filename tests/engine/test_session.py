@@ -133,15 +133,22 @@ def test_inference_session_run_selects_outputs(model_path):
     np.testing.assert_allclose(y, expected(feeds)["y"], rtol=1e-6)
 
 
-def test_repeated_runs_are_identical_and_results_are_not_overwritten(model_path):
-    session = wgnn.InferenceSession(model_path, providers=["numpy"])
+@pytest.mark.parametrize("providers", [("numpy",), ("wgpu", "numpy")])
+def test_repeated_runs_are_identical_and_results_are_not_overwritten(model_path, providers):
+    """Each run's outputs are new, writeable arrays of the caller's (handed over without a copy
+    where the backend made them for that run)."""
+    from helpers import gpu_adapters
+
+    if "wgpu" in providers and not gpu_adapters():
+        pytest.skip("no GPU adapter")
+    session = wgnn.InferenceSession(model_path, providers=list(providers))
     feeds_a, feeds_b = inputs(3, seed=10), inputs(3, seed=11)
     first = session.run(None, feeds_a)
     kept = [a.copy() for a in first]
     second = session.run(None, feeds_a)
     for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b)
-        assert not np.shares_memory(a, b)
+        assert not np.shares_memory(a, b) and a.flags.writeable
     other = session.run(None, feeds_b)  # same shapes, so the same planned arena is reused
     for a, k in zip(first, kept, strict=True):
         np.testing.assert_array_equal(a, k)
