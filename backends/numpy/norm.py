@@ -90,7 +90,8 @@ def layer_norm(ex, inputs, outputs):
     if len(inputs) > 3 and inputs[3] is not None:  # the skip input: normalize X + Skip
         skip = inputs[3]
         # The sum in the output itself where it fits there (the steps below work in place on it).
-        if (y.shape == np.broadcast_shapes(x.shape, skip.shape) and y.dtype == np.result_type(x, skip)
+        # (shape inference admits only skips that broadcast to X, so X + Skip has X's shape)
+        if (y.shape == x.shape and y.dtype == np.result_type(x, skip)
                 and y.flags.c_contiguous and not np.may_share_memory(y, x) and not np.may_share_memory(y, skip)):
             x = np.add(x, skip, out=y)
         else:
