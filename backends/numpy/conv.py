@@ -21,6 +21,9 @@ so fewer calls is what makes this fast.
 - An im2col buffer over IM2COL_BAND_BYTES holds one band of output rows at a time: each band is
   copied and multiplied while it is still in cache (_ConvPlan._bind_bands; with stride phases
   _bind_phase_bands, whose rows then span a band instead of a whole phase grid).
+- A 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of channels at
+  a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk on buffers
+  that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
 - Buffers over RESIDENT_BYTES are not kept per step but laid out in the backend's shared scratch
   memory (NumpyBackend.scratch): the zero padding and the row of ones rewritten on every run, the
   views built again only when the scratch array changes.
@@ -481,8 +484,156 @@ class _ConvPlan:
         return packed[0] if self.single else packed
 
 
+# A depthwise Conv whose im2col would exceed this runs a chunk of channels at a time, each chunk's
+# padding, im2col, matmul and epilogue done while its buffers are in cache (_DepthwisePlan).
+# Measured per call (OPENBLAS_NUM_THREADS=1, Clip epilogue; chunks / whole-tensor plan):
+# MobileNetV2@224's 144 x 56x56 3x3 x0.50-0.55 (256 KiB chunks x0.56-0.62, 1 MiB x0.51-0.55),
+# 96 x 112x112 stride 2 x0.52-0.55, 192 x 28x28 x0.49-0.62; under the budget one chunk is the
+# whole tensor, where the general plan is as fast (and phases win at stride 2).
+DEPTHWISE_CHUNK_BYTES = 512 << 10
+
+
+def _depthwise_chunks_fit(step, group: int, strides, begin, end) -> bool:
+    """Whether a Conv step takes _DepthwisePlan: 2-D, one input channel per group, an im2col past
+    DEPTHWISE_CHUNK_BYTES in all but within it for one channel."""
+    x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
+    if len(x_shape) != 4 or group != x_shape[1] or w_shape[1] != 1:
+        return False
+    rows = math.prod(w_shape[2:]) + (len(step.input_specs) > 2 and step.input_specs[2] is not None)
+    pixels, _, _ = _depthwise_grid(step.output_specs[0].shape[2:], x_shape[3] + begin[1] + end[1], strides)
+    channel_bytes = rows * math.prod(pixels) * np.dtype(step.input_specs[0].dtype).itemsize
+    return channel_bytes <= DEPTHWISE_CHUNK_BYTES < channel_bytes * x_shape[0] * x_shape[1]
+
+
+def _depthwise_grid(out, padded_w: int, strides):
+    """The output grid a depthwise chunk's im2col runs over: (pixels, their strides in the padded
+    input, (out_h, wide, out_w) or None). As in _ConvPlan, output rows `wide` apart where that adds
+    few columns (one long run per channel and tap; the epilogue drops the extra columns)."""
+    out_h, out_w = out
+    wide = strides[0] * padded_w // strides[1]
+    if (strides[0] * padded_w) % strides[1] == 0 and out_w < wide <= WIDEN * out_w:
+        return (out_h * wide,), (strides[1],), (out_h, wide, out_w)
+    return (out_h, out_w), (strides[0] * padded_w, strides[1]), None
+
+
+class _DepthwisePlan:
+    """A 2-D depthwise Conv (group = channels, any channel multiplier) a chunk of channels at a
+    time: per chunk the interior copy into a zero-bordered padded buffer of the chunk's channels,
+    the im2col copy (over the widened output grid where it adds few columns), one batched matmul
+    (channels, multiplier, taps + 1) @ (channels, taps + 1, pixels) and the epilogue, all on buffers
+    of DEPTHWISE_CHUNK_BYTES or so, which stay in cache. The whole-tensor plan (_ConvPlan) makes
+    each of those a pass over memory: an im2col of 10x the output at 3x3."""
+
+    def __init__(self, ex, strides, dilations, begin, end):
+        step = ex.step
+        n, c, height, width = step.input_specs[0].shape
+        m, _, kh, kw = step.input_specs[1].shape
+        out_h, out_w = step.output_specs[0].shape[2:]
+        self.dtype = dtype = np.dtype(step.input_specs[0].dtype)
+        self.mg = mg = m // c
+        self.bias = len(step.input_specs) > 2 and step.input_specs[2] is not None
+        self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
+                              dtype)
+        padded_h, padded_w = height + begin[0] + end[0], width + begin[1] + end[1]
+        self.plane = plane = padded_h * padded_w
+        self.kernel_shape, self.taps_count = (kh, kw), kh * kw
+        self.pixels, pixel_strides, self.wide = _depthwise_grid((out_h, out_w), padded_w, strides)
+        pixels = math.prod(self.pixels)
+        rows = kh * kw + self.bias
+        self.chunk = chunk = max(1, min(c, DEPTHWISE_CHUNK_BYTES // (rows * pixels * dtype.itemsize)))
+        self.chunks = _bands(c, chunk)
+        self.batch = n
+        self.tap_strides = (dilations[0] * padded_w, dilations[1])
+        self.pixel_strides = pixel_strides
+        self.inner = (slice(None), slice(begin[0], begin[0] + height), slice(begin[1], begin[1] + width))
+        # The widened grid's extra columns may read past the chunk's last row: into zeros, dropped.
+        last = ((chunk - 1) * plane + sum((p - 1) * s for p, s in zip(self.pixels, pixel_strides))
+                + sum((k - 1) * s for k, s in zip((kh, kw), self.tap_strides)))
+        self.padded_shape = (chunk, padded_h, padded_w)
+        self.cols_shape = (chunk, rows, pixels)
+        self.sizes = (max(chunk * plane, last + 1), math.prod(self.cols_shape),
+                      chunk * mg * pixels if self.wide else 0)
+        # Always in the shared scratch: the chunk's buffers are small, and reusing the memory the
+        # steps before wrote keeps it in cache.
+        self.nbytes = sum(self.sizes) * dtype.itemsize
+        self.shared = True
+        ex.backend.reserve_scratch(self.nbytes)
+        values = list(step.input_values or []) + [None] * 3
+        self.weights = None
+        if values[1] is not None and (not self.bias or values[2] is not None):
+            self.weights = self.pack(values[1], values[2], dtype)
+
+    def bind(self, memory: np.ndarray) -> None:
+        """Lay out the padded chunk (zero), the im2col with its row of ones and the widened
+        result in memory, with views for a full chunk and for the last, shorter one."""
+        flat_size, cols_size, _ = self.sizes
+        flat = memory[:flat_size]
+        padded = flat[:math.prod(self.padded_shape)].reshape(self.padded_shape)
+        item = self.dtype.itemsize
+        window = as_strided(flat, (self.chunk, *self.kernel_shape, *self.pixels),
+                            tuple(item * s for s in (self.plane, *self.tap_strides, *self.pixel_strides)),
+                            writeable=False)
+        cols = memory[flat_size:flat_size + cols_size].reshape(self.cols_shape)
+        self.ones = None
+        if self.bias:
+            self.ones = cols[:, -1]
+            self.ones.fill(1)
+        taps = _reshaped_view(cols[:, :self.taps_count], (self.chunk, *self.kernel_shape, *self.pixels))
+        result = crop = None
+        if self.wide is not None:
+            out_h, wide, out_w = self.wide
+            result = memory[flat_size + cols_size:].reshape(self.chunk, self.mg, -1)
+            crop = result.reshape(self.chunk * self.mg, out_h, wide)[:, :, :out_w]
+        self.views = {}
+        for first, end in self.chunks:
+            count = end - first
+            if count not in self.views:
+                self.views[count] = (padded[:count][self.inner], taps[:count], window[:count], cols[:count],
+                                     None if result is None else result[:count],
+                                     None if crop is None else crop[:count * self.mg])
+
+    def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
+        """(channels, multiplier, taps [+ 1]), the bias as the last column."""
+        channels = w.shape[0] // self.mg
+        packed = np.empty((channels, self.mg, self.cols_shape[1]), dtype)
+        packed[:, :, :self.taps_count] = w.reshape(channels, self.mg, self.taps_count)
+        if self.bias:
+            packed[:, :, -1] = b.reshape(channels, self.mg)
+        return packed
+
+    def run(self, ex, x, w, b, residual, out) -> None:
+        _bind_shared(ex, self)
+        weights = self.weights if self.weights is not None else self.pack(w, b, x.dtype)
+        mg, views = self.mg, self.views
+        for image in range(self.batch):
+            for first, end in self.chunks:
+                interior, taps, window, cols, result, crop = views[end - first]
+                np.copyto(interior, x[image, first:end])
+                np.copyto(taps, window)  # im2col
+                target = out[image, first * mg:end * mg]
+                if result is None:  # the matmul's result is the chunk's output
+                    src = target
+                    np.matmul(weights[first:end], cols, out=target.reshape(end - first, mg, -1))
+                else:
+                    src = crop
+                    np.matmul(weights[first:end], cols, out=result)
+                if residual is not None:
+                    np.add(src, residual[image, first * mg:end * mg], out=target)
+                    src = target
+                if self.kind is not None:
+                    self.kind(src, target)
+                elif src is not target:
+                    np.copyto(target, src)
+
+
 def _prepare_conv(ex) -> None:
-    ex.state["conv"] = _ConvPlan(ex, *_conv_geometry(ex)) if _fits(ex.step) else None
+    plan = None
+    if _fits(ex.step):
+        geometry = _conv_geometry(ex)
+        strides, _, begin, end = geometry
+        chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], strides, begin, end)
+        plan = (_DepthwisePlan if chunked else _ConvPlan)(ex, *geometry)
+    ex.state["conv"] = plan
 
 
 @numpy_kernel("Conv", writes_outputs=True, prepare=_prepare_conv)
@@ -494,6 +645,9 @@ def conv(ex, inputs, outputs):
     out = outputs[0]
     if plan is None:
         np.copyto(out, _conv_any(ex, x, w, b, residual), casting="unsafe")
+        return
+    if type(plan) is _DepthwisePlan:
+        plan.run(ex, x, w, b, residual, out)
         return
     if plan.shared:
         _bind_shared(ex, plan)

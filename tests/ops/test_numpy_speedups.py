@@ -377,14 +377,151 @@ def test_conv_im2col_bands_epilogue_weights_and_scratch(monkeypatch, case):
 
 
 def test_conv_im2col_bands_only_past_the_budget():
-    """At the default budget the zoo-sized convs keep one band; MobileNetV2@224's 3x3 depthwise at
-    56 x 56 (144 channels: an 18.7 MB im2col) takes bands within the budget (2 MiB)."""
+    """At the default budget the zoo-sized convs keep one band; a 3x3 64 -> 64 conv at 56 x 56 (a
+    7.5 MB im2col) takes bands within the budget (2 MiB)."""
     (small,) = conv_plans(conv_session((1, 16, 16, 16), r(16, 1, 3, 3), r(16), attrs={"group": 16,
                                                                                      "pads": [1, 1, 1, 1]}))
     assert len(small.bands) == 1
-    (large,) = conv_plans(conv_session((1, 144, 56, 56), r(144, 1, 3, 3), r(144), attrs={"group": 144,
-                                                                                        "pads": [1, 1, 1, 1]}))
+    (large,) = conv_plans(conv_session((1, 64, 56, 56), r(64, 64, 3, 3), r(64), attrs={"pads": [1, 1, 1, 1]}))
     assert len(large.bands) > 1 and math.prod(large.cols_shape) * 4 <= numpy_conv.IM2COL_BAND_BYTES
+
+
+# --------------------------------------------------------------- Conv: depthwise in channel chunks
+# name: (x shape, w shape, attrs), all 2-D with one input channel per group
+DEPTHWISE_CASES = {
+    "widened_batch": ((2, 7, 6, 5), (7, 1, 3, 3), {"group": 7, "pads": [1, 1, 1, 1]}),
+    "widened_no_pads_1x3": ((1, 5, 6, 9), (5, 1, 1, 3), {"group": 5}),  # the last run reads past the chunk
+    "dilated_widened": ((1, 6, 9, 10), (6, 1, 3, 3), {"group": 6, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    "stride2_asymmetric_odd": ((1, 9, 9, 7), (9, 1, 3, 3), {"group": 9, "strides": [2, 2], "pads": [0, 1, 2, 0]}),
+    "stride_2_1": ((1, 5, 8, 9), (5, 1, 3, 3), {"group": 5, "strides": [2, 1], "pads": [1, 1, 1, 1]}),
+    "multiplier_2_batch": ((2, 4, 7, 7), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "dilated_5x5": ((1, 6, 11, 10), (6, 1, 5, 5), {"group": 6, "dilations": [2, 2], "pads": [4, 4, 4, 4]}),
+}
+
+
+def depthwise_session(monkeypatch, case, channels_per_chunk, *, bias=True, attrs=None, residual=False,
+                      const=True):
+    """A Conv session of a DEPTHWISE_CASES case whose _DepthwisePlan takes channels_per_chunk
+    channels per chunk (DEPTHWISE_CHUNK_BYTES set to that many channels' im2col); returns
+    (session, plan, w, b)."""
+    x_shape, w_shape, case_attrs = DEPTHWISE_CASES[case]
+    attrs = {**case_attrs, **(attrs or {})}
+    w, b = r(*w_shape), r(w_shape[0]) if bias else None
+    with monkeypatch.context() as patch:  # one chunk of every channel: the size of one channel's im2col
+        patch.setattr(numpy_conv, "_depthwise_chunks_fit", lambda *args: True)
+        (whole,) = conv_plans(conv_session(x_shape, w, b, attrs=attrs))
+    channel_bytes = whole.cols_shape[1] * whole.cols_shape[2] * 4
+    monkeypatch.setattr(numpy_conv, "DEPTHWISE_CHUNK_BYTES", channels_per_chunk * channel_bytes)
+    session = conv_session(x_shape, w, b, attrs=attrs, residual=residual, const=const)
+    if residual:  # its shape is unknown until a run
+        x = r(*x_shape)
+        feeds = {"x": x, "res": r(*reference_conv(x, w, b, **_geometry(x_shape, attrs)).shape)}
+        session.run(None, feeds if const else {**feeds, "w": w, "b": b})
+    (plan,) = conv_plans(session)
+    assert isinstance(plan, numpy_conv._DepthwisePlan) and plan.chunk == channels_per_chunk
+    return session, plan, w, b
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("channels_per_chunk", [1, 2, 3])
+@pytest.mark.parametrize("case", sorted(DEPTHWISE_CASES))
+def test_conv_depthwise_in_chunks(monkeypatch, case, channels_per_chunk, bias):
+    """Chunk after chunk of channels (the last one shorter where they do not divide), image after
+    image: the same results as the direct convolution, run after run (the padding stays zero)."""
+    x_shape, _, attrs = DEPTHWISE_CASES[case]
+    session, plan, w, b = depthwise_session(monkeypatch, case, channels_per_chunk, bias=bias)
+    channels = x_shape[1]
+    assert plan.chunks == [(first, min(first + channels_per_chunk, channels))
+                           for first in range(0, channels, channels_per_chunk)]
+    assert (plan.wide is not None) == ("widened" in case)
+    for _ in range(2):
+        x = r(*x_shape)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0],
+                                   reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+
+
+@pytest.mark.parametrize("kind,alpha,beta", [("relu", 0.0, 0.0), ("clip", -0.5, 0.75), ("leaky_relu", 0.1, 0.0),
+                                             ("", 0.0, 0.0)])
+@pytest.mark.parametrize("case", ["widened_batch", "multiplier_2_batch"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv_depthwise_chunks_epilogue(monkeypatch, case, kind, alpha, beta, residual):
+    """The fused residual and activation per chunk, through the widened crop or in the output."""
+    x_shape, _, attrs = DEPTHWISE_CASES[case]
+    session, _, w, b = depthwise_session(monkeypatch, case, 3, residual=residual, attrs={
+        "activation": kind, "activation_alpha": alpha, "activation_beta": beta})
+    x = r(*x_shape)
+    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
+    feeds = {"x": x}
+    if residual:
+        feeds["res"] = r(*y.shape)
+        y = y + feeds["res"]
+    np.testing.assert_allclose(session.run(None, feeds)[0], activate(y, kind, alpha, beta), **TOL)
+
+
+@pytest.mark.parametrize("case", ["widened_batch", "stride2_asymmetric_odd"])
+def test_conv_depthwise_chunks_runtime_weights_and_float16(monkeypatch, case):
+    """Weights and bias as graph inputs (packed on every run); float16 throughout."""
+    x_shape, w_shape, attrs = DEPTHWISE_CASES[case]
+    session, plan, *_ = depthwise_session(monkeypatch, case, 2, const=False)
+    assert plan.weights is None
+    for _ in range(2):
+        x, w, b = r(*x_shape), r(*w_shape), r(w_shape[0])
+        np.testing.assert_allclose(session.run(None, {"x": x, "w": w, "b": b})[0],
+                                   reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+    w16, b16, x16 = r(*w_shape, dtype=np.float16), r(w_shape[0], dtype=np.float16), r(*x_shape, dtype=np.float16)
+    session = conv_session(x_shape, w16, b16, attrs=attrs)
+    (plan,) = conv_plans(session)
+    assert isinstance(plan, numpy_conv._DepthwisePlan)
+    got = session.run(None, {"x": x16})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, reference_conv(x16, w16, b16, **_geometry(x_shape, attrs)), rtol=2e-2, atol=2e-2)
+
+
+def test_conv_depthwise_chunks_share_the_scratch(monkeypatch):
+    """Two chunked depthwise convs around a plain conv, all in the backend's shared scratch: each
+    run lays the zero padding and the row of ones out again over what the step before wrote."""
+    monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 0)
+    monkeypatch.setattr(numpy_conv, "DEPTHWISE_CHUNK_BYTES", 2 * 10 * 8 * 10 * 4)  # two channels at 8 x 8
+    c = 6
+    params = {"w1": r(c, 1, 3, 3), "b1": r(c), "w2": r(c, c, 3, 3), "b2": r(c), "w3": r(c, 1, 3, 3), "b3": r(c)}
+    pads = {"pads": [1, 1, 1, 1]}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h1"], group=c, **pads),
+             helper.make_node("Conv", ["h1", "w2", "b2"], ["h2"], **pads),
+             helper.make_node("Conv", ["h2", "w3", "b3"], ["y"], group=c, **pads)]
+    graph = helper.make_graph(nodes, "three", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                                                             (1, c, 8, 8))],
+                              [onnx.ValueInfoProto(name="y")],
+                              [numpy_helper.from_array(v, k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    session = wgnn.InferenceSession(wgnn.convert(model, optimize=False), providers=["numpy"])
+    plans = conv_plans(session)
+    assert [type(p).__name__ for p in plans] == ["_DepthwisePlan", "_ConvPlan", "_DepthwisePlan"]
+    assert all(p.shared for p in plans) and plans[0].chunk == 2
+    geometry = {"pads": [1, 1, 1, 1]}
+    for _ in range(2):
+        x = r(1, c, 8, 8)
+        h = reference_conv(x, params["w1"], params["b1"], group=c, **geometry)
+        h = reference_conv(h, params["w2"], params["b2"], **geometry)
+        want = reference_conv(h, params["w3"], params["b3"], group=c, **geometry)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], want, **TOL)
+
+
+def test_conv_depthwise_chunks_rule():
+    """Past DEPTHWISE_CHUNK_BYTES of im2col a 2-D depthwise conv goes in chunks (MobileNetV2@224's
+    144 x 56x56: 18.7 MB whole); under it, or where one channel alone is past it, or with more
+    than one input channel per group, or in 1-D, it takes the whole-tensor plan."""
+    def plan(x_shape, w_shape, group, **attrs):
+        (p,) = conv_plans(conv_session(x_shape, r(*w_shape), r(w_shape[0]), attrs={"group": group, **attrs}))
+        return type(p).__name__
+
+    pads = {"pads": [1, 1, 1, 1]}
+    assert plan((1, 144, 56, 56), (144, 1, 3, 3), 144, **pads) == "_DepthwisePlan"
+    assert plan((1, 96, 112, 112), (96, 1, 3, 3), 96, strides=[2, 2], **pads) == "_DepthwisePlan"
+    assert plan((1, 144, 8, 8), (144, 1, 3, 3), 144, **pads) == "_ConvPlan"
+    assert plan((1, 2, 200, 200), (2, 1, 3, 3), 2, **pads) == "_ConvPlan"  # 1.6 MB a channel
+    assert plan((1, 144, 56, 56), (144, 2, 3, 3), 72, **pads) == "_ConvPlan"
+    assert plan((1, 144, 3000), (144, 1, 3), 144, pads=[1, 1]) == "_ConvPlan"
 
 
 # ------------------------------------------------------------------------- Conv: stride phases
