@@ -493,66 +493,93 @@ class _ConvPlan:
 DEPTHWISE_CHUNK_BYTES = 512 << 10
 
 
-def _depthwise_chunks_fit(step, group: int, strides, begin, end) -> bool:
+def _depthwise_chunks_fit(step, group: int, strides, dilations, begin, end) -> bool:
     """Whether a Conv step takes _DepthwisePlan: 2-D, one input channel per group, an im2col past
     DEPTHWISE_CHUNK_BYTES in all but within it for one channel."""
     x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
     if len(x_shape) != 4 or group != x_shape[1] or w_shape[1] != 1:
         return False
     rows = math.prod(w_shape[2:]) + (len(step.input_specs) > 2 and step.input_specs[2] is not None)
-    pixels, _, _ = _depthwise_grid(step.output_specs[0].shape[2:], x_shape[3] + begin[1] + end[1], strides)
+    padded_w = x_shape[3] + begin[1] + end[1]
+    pixels, _, _ = _depthwise_grid(step.output_specs[0].shape[2:], -(-padded_w // strides[1]))
     channel_bytes = rows * math.prod(pixels) * np.dtype(step.input_specs[0].dtype).itemsize
     return channel_bytes <= DEPTHWISE_CHUNK_BYTES < channel_bytes * x_shape[0] * x_shape[1]
 
 
-def _depthwise_grid(out, padded_w: int, strides):
-    """The output grid a depthwise chunk's im2col runs over: (pixels, their strides in the padded
-    input, (out_h, wide, out_w) or None). As in _ConvPlan, output rows `wide` apart where that adds
-    few columns (one long run per channel and tap; the epilogue drops the extra columns)."""
+def _depthwise_grid(out, cells_w: int):
+    """The output grid a depthwise chunk's im2col runs over, in a stride phase's grid of cells_w
+    columns (where every tap reads with stride 1): (pixels, their strides in the grid, (out_h,
+    cells_w, out_w) when widened, else None). As in _ConvPlan, output rows one grid row apart (one
+    long run per channel and tap) where that adds few columns, which the epilogue drops."""
     out_h, out_w = out
-    wide = strides[0] * padded_w // strides[1]
-    if (strides[0] * padded_w) % strides[1] == 0 and out_w < wide <= WIDEN * out_w:
-        return (out_h * wide,), (strides[1],), (out_h, wide, out_w)
-    return (out_h, out_w), (strides[0] * padded_w, strides[1]), None
+    if cells_w == out_w or out_w < cells_w <= WIDEN * out_w:
+        return (out_h * cells_w,), (1,), (out_h, cells_w, out_w) if cells_w > out_w else None
+    return (out_h, out_w), (cells_w, 1), None
 
 
 class _DepthwisePlan:
     """A 2-D depthwise Conv (group = channels, any channel multiplier) a chunk of channels at a
-    time: per chunk the interior copy into a zero-bordered padded buffer of the chunk's channels,
-    the im2col copy (over the widened output grid where it adds few columns), one batched matmul
-    (channels, multiplier, taps + 1) @ (channels, taps + 1, pixels) and the epilogue, all on buffers
-    of DEPTHWISE_CHUNK_BYTES or so, which stay in cache. The whole-tensor plan (_ConvPlan) makes
-    each of those a pass over memory: an im2col of 10x the output at 3x3."""
+    time: per chunk the copy of its input into zero-bordered padded buffers, the im2col copy, one
+    batched matmul (channels, multiplier, taps + 1) @ (channels, taps + 1, pixels) and the
+    epilogue, all on buffers of DEPTHWISE_CHUNK_BYTES or so, which stay in cache. The whole-tensor
+    plan (_ConvPlan) makes each of those a pass over memory: an im2col of 10x the output at 3x3.
+
+    The padded chunk is kept as stride phases (as _ConvPlan._init_phases explains; one phase at
+    stride 1): phase (a, b) holds the padded elements at (a + stride_h * i, b + stride_w * j), so
+    every tap reads one phase with stride 1, over the widened output grid where it adds few
+    columns. The taps of a phase form a regular grid, copied in one call; the im2col rows, and the
+    packed weights, are in that phase-major order (self.order)."""
 
     def __init__(self, ex, strides, dilations, begin, end):
         step = ex.step
         n, c, height, width = step.input_specs[0].shape
         m, _, kh, kw = step.input_specs[1].shape
-        out_h, out_w = step.output_specs[0].shape[2:]
         self.dtype = dtype = np.dtype(step.input_specs[0].dtype)
-        self.mg = mg = m // c
+        self.mg = m // c
         self.bias = len(step.input_specs) > 2 and step.input_specs[2] is not None
         self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
                               dtype)
-        padded_h, padded_w = height + begin[0] + end[0], width + begin[1] + end[1]
-        self.plane = plane = padded_h * padded_w
-        self.kernel_shape, self.taps_count = (kh, kw), kh * kw
-        self.pixels, pixel_strides, self.wide = _depthwise_grid((out_h, out_w), padded_w, strides)
+        padded = (height + begin[0] + end[0], width + begin[1] + end[1])
+        cells = [-(-p // s) for p, s in zip(padded, strides)]
+        grid = cells[0] * cells[1]
+        self.pixels, pixel_strides, self.wide = _depthwise_grid(step.output_specs[0].shape[2:], cells[1])
         pixels = math.prod(self.pixels)
-        rows = kh * kw + self.bias
+        self.taps_count = kh * kw
+        rows = self.taps_count + self.bias
         self.chunk = chunk = max(1, min(c, DEPTHWISE_CHUNK_BYTES // (rows * pixels * dtype.itemsize)))
         self.chunks = _bands(c, chunk)
         self.batch = n
-        self.tap_strides = (dilations[0] * padded_w, dilations[1])
-        self.pixel_strides = pixel_strides
-        self.inner = (slice(None), slice(begin[0], begin[0] + height), slice(begin[1], begin[1] + width))
-        # The widened grid's extra columns may read past the chunk's last row: into zeros, dropped.
-        last = ((chunk - 1) * plane + sum((p - 1) * s for p, s in zip(self.pixels, pixel_strides))
-                + sum((k - 1) * s for k, s in zip((kh, kw), self.tap_strides)))
-        self.padded_shape = (chunk, padded_h, padded_w)
+        phase_size = chunk * grid
+        # Per phase some tap reads: its taps (one regular grid per axis, d / gcd(s, d) cells apart)
+        # and the input elements landing in it (every s-th from `first`, from cell `start`).
+        self.order, self.copy_layout, self.fill_layout, last = [], [], [], 0
+        used = [(a, b) for a in range(strides[0]) for b in range(strides[1])
+                if any(k * dilations[0] % strides[0] == a for k in range(kh))
+                and any(k * dilations[1] % strides[1] == b for k in range(kw))]
+        for index, phase in enumerate(used):
+            ks = [[k for k in range(size) if k * d % s == r]
+                  for size, d, s, r in zip((kh, kw), dilations, strides, phase)]
+            steps = [d // math.gcd(s, d) for d, s in zip(dilations, strides)]
+            offset = index * phase_size + ks[0][0] * dilations[0] // strides[0] * cells[1] \
+                + ks[1][0] * dilations[1] // strides[1]
+            counts = (len(ks[0]), len(ks[1]))
+            tap_strides = (steps[0] * cells[1], steps[1])
+            self.copy_layout.append((len(self.order), counts, offset, tap_strides))
+            self.order += [k0 * kw + k1 for k0 in ks[0] for k1 in ks[1]]
+            last = max(last, offset + (chunk - 1) * grid + sum((k - 1) * t for k, t in zip(counts, tap_strides))
+                       + sum((p - 1) * t for p, t in zip(self.pixels, pixel_strides)))
+            first = [(r - b) % s for r, b, s in zip(phase, begin, strides)]
+            start = [(f + b) // s for f, b, s in zip(first, begin, strides)]
+            sizes = [len(range(f, size, s)) for f, size, s in zip(first, (height, width), strides)]
+            if all(sizes):  # else only padding lands in this phase: zeros
+                self.fill_layout.append((index, tuple(slice(t, t + z) for t, z in zip(start, sizes)),
+                                         (slice(None), *(slice(f, None, s) for f, s in zip(first, strides)))))
+        self.phases_shape = (len(used), chunk, *cells)
+        self.grid, self.pixel_strides = grid, pixel_strides
         self.cols_shape = (chunk, rows, pixels)
-        self.sizes = (max(chunk * plane, last + 1), math.prod(self.cols_shape),
-                      chunk * mg * pixels if self.wide else 0)
+        # The widened grid's extra columns may read past the chunk's last row: into zeros, dropped.
+        self.sizes = (max(math.prod(self.phases_shape), last + 1), math.prod(self.cols_shape),
+                      chunk * self.mg * pixels if self.wide else 0)
         # Always in the shared scratch: the chunk's buffers are small, and reusing the memory the
         # steps before wrote keeps it in cache.
         self.nbytes = sum(self.sizes) * dtype.itemsize
@@ -564,39 +591,40 @@ class _DepthwisePlan:
             self.weights = self.pack(values[1], values[2], dtype)
 
     def bind(self, memory: np.ndarray) -> None:
-        """Lay out the padded chunk (zero), the im2col with its row of ones and the widened
-        result in memory, with views for a full chunk and for the last, shorter one."""
+        """Lay out the phases (zero), the im2col with its row of ones and the widened result in
+        memory, with the views of a full chunk and of the last, shorter one."""
         flat_size, cols_size, _ = self.sizes
         flat = memory[:flat_size]
-        padded = flat[:math.prod(self.padded_shape)].reshape(self.padded_shape)
+        phases = flat[:math.prod(self.phases_shape)].reshape(self.phases_shape)
         item = self.dtype.itemsize
-        window = as_strided(flat, (self.chunk, *self.kernel_shape, *self.pixels),
-                            tuple(item * s for s in (self.plane, *self.tap_strides, *self.pixel_strides)),
-                            writeable=False)
         cols = memory[flat_size:flat_size + cols_size].reshape(self.cols_shape)
         self.ones = None
         if self.bias:
             self.ones = cols[:, -1]
             self.ones.fill(1)
-        taps = _reshaped_view(cols[:, :self.taps_count], (self.chunk, *self.kernel_shape, *self.pixels))
         result = crop = None
         if self.wide is not None:
-            out_h, wide, out_w = self.wide
             result = memory[flat_size + cols_size:].reshape(self.chunk, self.mg, -1)
-            crop = result.reshape(self.chunk * self.mg, out_h, wide)[:, :, :out_w]
+            crop = result.reshape(self.chunk * self.mg, *self.wide[:2])[:, :, :self.wide[2]]
         self.views = {}
         for first, end in self.chunks:
             count = end - first
-            if count not in self.views:
-                self.views[count] = (padded[:count][self.inner], taps[:count], window[:count], cols[:count],
-                                     None if result is None else result[:count],
-                                     None if crop is None else crop[:count * self.mg])
+            if count in self.views:
+                continue
+            fills = [(phases[(index, slice(0, count), *cells)], source) for index, cells, source in self.fill_layout]
+            copies = [(_reshaped_view(cols[:count, row:row + math.prod(taps)], (count, *taps, *self.pixels)),
+                       as_strided(flat[offset:], (count, *taps, *self.pixels),
+                                  tuple(item * t for t in (self.grid, *tap_strides, *self.pixel_strides)),
+                                  writeable=False))
+                      for row, taps, offset, tap_strides in self.copy_layout]
+            self.views[count] = (fills, copies, cols[:count], None if result is None else result[:count],
+                                 None if crop is None else crop[:count * self.mg])
 
     def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
-        """(channels, multiplier, taps [+ 1]), the bias as the last column."""
+        """(channels, multiplier, taps [+ 1]), the taps in the im2col's order, the bias last."""
         channels = w.shape[0] // self.mg
         packed = np.empty((channels, self.mg, self.cols_shape[1]), dtype)
-        packed[:, :, :self.taps_count] = w.reshape(channels, self.mg, self.taps_count)
+        packed[:, :, :self.taps_count] = w.reshape(channels, self.mg, self.taps_count)[..., self.order]
         if self.bias:
             packed[:, :, -1] = b.reshape(channels, self.mg)
         return packed
@@ -607,9 +635,12 @@ class _DepthwisePlan:
         mg, views = self.mg, self.views
         for image in range(self.batch):
             for first, end in self.chunks:
-                interior, taps, window, cols, result, crop = views[end - first]
-                np.copyto(interior, x[image, first:end])
-                np.copyto(taps, window)  # im2col
+                fills, copies, cols, result, crop = views[end - first]
+                chunk = x[image, first:end]
+                for dst, source in fills:
+                    np.copyto(dst, chunk[source])
+                for dst, src in copies:  # im2col
+                    np.copyto(dst, src)
                 target = out[image, first * mg:end * mg]
                 if result is None:  # the matmul's result is the chunk's output
                     src = target
@@ -630,8 +661,7 @@ def _prepare_conv(ex) -> None:
     plan = None
     if _fits(ex.step):
         geometry = _conv_geometry(ex)
-        strides, _, begin, end = geometry
-        chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], strides, begin, end)
+        chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)
         plan = (_DepthwisePlan if chunked else _ConvPlan)(ex, *geometry)
     ex.state["conv"] = plan
 

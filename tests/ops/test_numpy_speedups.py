@@ -396,6 +396,11 @@ DEPTHWISE_CASES = {
     "stride_2_1": ((1, 5, 8, 9), (5, 1, 3, 3), {"group": 5, "strides": [2, 1], "pads": [1, 1, 1, 1]}),
     "multiplier_2_batch": ((2, 4, 7, 7), (8, 1, 3, 3), {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     "dilated_5x5": ((1, 6, 11, 10), (6, 1, 5, 5), {"group": 6, "dilations": [2, 2], "pads": [4, 4, 4, 4]}),
+    # every tap in the even phases: one grid of four
+    "stride2_dilated2": ((1, 5, 10, 9), (5, 1, 3, 3), {"group": 5, "strides": [2, 2], "dilations": [2, 2],
+                                                      "pads": [2, 2, 2, 2]}),
+    "stride3_5x5": ((1, 4, 13, 11), (4, 1, 5, 5), {"group": 4, "strides": [3, 3], "pads": [2, 1, 2, 1]}),
+    "stride_1_2_2x3": ((2, 3, 7, 10), (3, 1, 2, 3), {"group": 3, "strides": [1, 2], "pads": [0, 1, 1, 0]}),
 }
 
 
@@ -433,7 +438,13 @@ def test_conv_depthwise_in_chunks(monkeypatch, case, channels_per_chunk, bias):
     channels = x_shape[1]
     assert plan.chunks == [(first, min(first + channels_per_chunk, channels))
                            for first in range(0, channels, channels_per_chunk)]
-    assert (plan.wide is not None) == ("widened" in case)
+    # one phase grid per stride phase some tap reads, with stride 1; rows one grid row apart
+    # (widened) except where that adds too many columns (18 for 10 outputs, 5 for 3)
+    strides, dilations = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    kernel = DEPTHWISE_CASES[case][1][2:]
+    assert plan.phases_shape[0] == math.prod(len({k * d % s for k in range(size)})
+                                             for size, d, s in zip(kernel, dilations, strides))
+    assert (plan.wide is None) == (case in ("dilated_5x5", "stride3_5x5"))
     for _ in range(2):
         x = r(*x_shape)
         np.testing.assert_allclose(session.run(None, {"x": x})[0],
