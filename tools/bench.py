@@ -79,6 +79,9 @@ def _step_bytes(step) -> int:
 
 
 def _kernel_paths(execution) -> str:
+    """The kernel column: the GPU step's shader paths, or the numpy step's prepared path."""
+    if hasattr(execution, "variant"):
+        return execution.variant()
     dispatches = getattr(execution, "dispatches", None)
     if dispatches is None:
         return "numpy"

@@ -470,6 +470,18 @@ class _ConvPlan:
             self.ones = as_strided(cols[self.rows * row_stride:], (self.pairs, span), (pair_stride * item, item))
             self.ones.fill(1)
 
+    def describe(self) -> str:
+        if self.pointwise:
+            return "matmul"
+        parts = ["im2col"]
+        if self.phased:
+            parts.append(f"{len(self.copy_layout)} phases")
+        if self.valid is not None:
+            parts.append("widened")
+        if len(self.bands) > 1:
+            parts.append(f"{len(self.bands)} bands")
+        return ", ".join(parts)
+
     def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
         """Weights as (G, Mg, Cg * taps [+ 1]) with the bias as the last column ((Mg, ...) for a
         single (batch, group) pair); with phases the columns are tap-major, taps in phase order."""
@@ -620,6 +632,14 @@ class _DepthwisePlan:
             self.views[count] = (fills, copies, cols[:count], None if result is None else result[:count],
                                  None if crop is None else crop[:count * self.mg])
 
+    def describe(self) -> str:
+        parts = [f"depthwise {len(self.chunks)}x{self.chunk}ch"]  # chunks x channels
+        if self.phases_shape[0] > 1:
+            parts.append(f"{self.phases_shape[0]} phases")
+        if self.wide is not None:
+            parts.append("widened")
+        return ", ".join(parts)
+
     def pack(self, w: np.ndarray, b: np.ndarray | None, dtype) -> np.ndarray:
         """(channels, multiplier, taps [+ 1]), the taps in the im2col's order, the bias last."""
         channels = w.shape[0] // self.mg
@@ -666,7 +686,15 @@ def _prepare_conv(ex) -> None:
     ex.state["conv"] = plan
 
 
-@numpy_kernel("Conv", writes_outputs=True, prepare=_prepare_conv)
+def _describe(key: str):
+    """describe(ex) of a conv kernel: its plan's path, or the general code's."""
+    def describe(ex) -> str:
+        plan = ex.state.get(key)
+        return "general (any dtype)" if plan is None else plan.describe()
+    return describe
+
+
+@numpy_kernel("Conv", writes_outputs=True, prepare=_prepare_conv, describe=_describe("conv"))
 def conv(ex, inputs, outputs):
     if "conv" not in ex.state:  # run without prepare (a direct call)
         _prepare_conv(ex)
@@ -799,6 +827,9 @@ class _ConvTransposePlan:
                      for where, tap in self.where]
         self.buffer, self.crop = buffer, buffer[self.crop_index]
 
+    def describe(self) -> str:
+        return "matmul, col2im " + ("tiles" if self.tiles else "sums")
+
     def pack(self, w: np.ndarray) -> np.ndarray:
         """(G, Mg * taps, Cg) contiguous for BLAS; (Mg * taps, Cg) for a single (batch, group)."""
         packed = np.ascontiguousarray(w.reshape(self.weights_shape).transpose(0, 2, 1))
@@ -809,7 +840,8 @@ def _prepare_conv_transpose(ex) -> None:
     ex.state["conv_transpose"] = _ConvTransposePlan(ex) if _fits(ex.step) else None
 
 
-@numpy_kernel("ConvTranspose", writes_outputs=True, prepare=_prepare_conv_transpose)
+@numpy_kernel("ConvTranspose", writes_outputs=True, prepare=_prepare_conv_transpose,
+              describe=_describe("conv_transpose"))
 def conv_transpose(ex, inputs, outputs):
     if "conv_transpose" not in ex.state:  # run without prepare (a direct call)
         _prepare_conv_transpose(ex)

@@ -25,6 +25,7 @@ class _Plan:
         self.expand = NumpyExecution(ex.backend, conv_stage(step, "ex", expand, [0, 6, 7], y,
                                                             source=(pointwise.outputs[0], block)), KERNELS["Conv"])
         self.expand.prepare()
+        self.stages = [*self.pair.stages, self.expand]
         self.keeps = keeps_block(step.node)
         self.block = None if self.keeps else Intermediate(ex.backend, block, [*self.pair.stages, self.expand],
                                                           after=self.pair.middle_memory)

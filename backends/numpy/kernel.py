@@ -10,12 +10,14 @@ from ..base import Backend, Execution, Step, register_backend
 KERNELS: dict[str, Callable] = {}
 
 
-def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callable | None = None):
+def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callable | None = None,
+                 describe: Callable | None = None):
     """Register fn(ex, *inputs) -> array | tuple of arrays as the numpy kernel of op_type.
 
     With writes_outputs=True the signature is fn(ex, inputs, outputs) and the kernel fills the
     preallocated outputs itself (saves a copy). prepare(ex), when given, runs at resize and may
-    fill ex.state with tables the kernel reuses on every run.
+    fill ex.state with tables the kernel reuses on every run. describe(ex), when given, names the
+    path prepare chose (NumpyExecution.variant).
     """
 
     def register(fn: Callable) -> Callable:
@@ -23,6 +25,7 @@ def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callabl
             raise RuntimeError(f"numpy kernel for {op_type} registered twice")
         fn.writes_outputs = writes_outputs
         fn.prepare = prepare
+        fn.describe = describe
         KERNELS[op_type] = fn
         return fn
 
@@ -47,6 +50,16 @@ class NumpyExecution(Execution):
             self.outputs = [views[name] if name else np.empty(spec.shape, spec.dtype)
                             for name, spec in zip(step.outputs, step.output_specs)]
             self.published = [(name, out) for name, out in zip(step.outputs, self.outputs) if name]
+
+    def variant(self) -> str:
+        """The path this step runs, for `wgnn bench`'s kernel column: the kernel's description of
+        its prepared plan; for a fused op its sub-steps' (`stages` of a plan in state), each
+        after its name; else "numpy"."""
+        if self.fn.describe is not None:
+            return self.fn.describe(self)
+        parts = [f"{stage.step.node.name.rsplit('/', 1)[-1]}: {stage.variant()}"
+                 for plan in self.state.values() for stage in getattr(plan, "stages", ())]
+        return "; ".join(parts) or "numpy"
 
     def run(self, inputs, outputs) -> None:
         fn = self.fn

@@ -518,6 +518,24 @@ def test_conv_depthwise_chunks_share_the_scratch(monkeypatch):
         np.testing.assert_allclose(session.run(None, {"x": x})[0], want, **TOL)
 
 
+def test_conv_paths_named_for_the_per_op_table(monkeypatch):
+    """Each prepared conv path names itself (`wgnn bench --per-op`'s kernel column)."""
+    def variant(session):
+        (execution,) = [ex for segment in session.session.segments for _, ex in segment.steps]
+        return execution.variant()
+
+    session, *_ = depthwise_session(monkeypatch, "stride2_asymmetric_odd", 2)
+    assert variant(session) == "depthwise 5x2ch, 4 phases, widened"  # 9 channels: 4 chunks of 2 and one of 1
+    session, *_ = depthwise_session(monkeypatch, "dilated_5x5", 4)
+    assert variant(session) == "depthwise 2x4ch"
+    assert variant(conv_session((1, 7, 5, 3), r(4, 7, 1, 1))) == "matmul"
+    assert variant(conv_session((1, 5, 8, 8), r(6, 5, 3, 3), attrs={"pads": [1, 1, 1, 1]})) == "im2col, widened"
+    session, *_ = banded_session(monkeypatch, CONV_CASES["row_stride_plain"], 2)
+    assert variant(session) == "im2col, 2 bands"  # 4 output rows (stride 2), 2 a band
+    w = np.ones((2, 3, 3, 3), np.int32)
+    assert variant(conv_session((1, 3, 5, 5), w)) == "general (any dtype)"
+
+
 def test_conv_depthwise_chunks_rule():
     """Past DEPTHWISE_CHUNK_BYTES of im2col a 2-D depthwise conv goes in chunks (MobileNetV2@224's
     144 x 56x56: 18.7 MB whole); under it, or where one channel alone is past it, or with more

@@ -32,6 +32,19 @@ def test_numpy_text_output():
     assert done.stderr == ""  # no progress bar when stderr is not a terminal
 
 
+def test_numpy_per_op_names_each_steps_path():
+    """On numpy the per-op table's kernel column names the path each step prepared, per stage for
+    fused ops: at 96x96 MobileNetV2's stride-2 depthwise convs go in chunks of channels."""
+    done = bench("zoo:mobilenetv2:size=96", *QUICK, "--per-op", "--json")
+    assert done.returncode == 0, done.stderr
+    kernels = {row["op_type"]: row["kernel"] for row in json.loads(done.stdout)["per_op"]["rows"]}
+    assert kernels["Conv"].startswith("im2col")
+    blocks = [row["kernel"] for row in json.loads(done.stdout)["per_op"]["rows"] if row["op_type"] == "ConvDwPwExpand"]
+    assert all(k.startswith("dw: ") and k.endswith("; pw: matmul; ex: matmul") for k in blocks)
+    assert any("dw: depthwise " in k and "ch, 4 phases" in k for k in blocks)
+    assert kernels["GlobalPoolMatMul.avg"] == "pool: numpy; matmul: numpy"
+
+
 def test_json_keys_and_vs_onnxruntime():
     done = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime", "--json")
     assert done.returncode == 0, done.stderr
