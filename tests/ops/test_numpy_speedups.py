@@ -226,14 +226,20 @@ def check_fused_epilogue(x_shape, w_shape, attrs, kind, alpha, beta, residual):
     w, b = r(*w_shape), r(w_shape[0])
     attrs = {**attrs, "activation": kind, "activation_alpha": alpha, "activation_beta": beta}
     session = conv_session(x_shape, w, b, attrs=attrs, residual=residual)
+    check_epilogue_run(session, x_shape, w, b, attrs, residual)
+    return session
+
+
+def check_epilogue_run(session, x_shape, w, b, attrs, residual):
+    """One run of a Conv session with attrs' fused activation (and the residual) against the reference."""
     x = r(*x_shape)
     y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
     feeds = {"x": x}
     if residual:
         feeds["res"] = r(*y.shape)
         y = y + feeds["res"]
-    np.testing.assert_allclose(session.run(None, feeds)[0], activate(y, kind, alpha, beta), **TOL)
-    return session
+    want = activate(y, attrs["activation"], attrs["activation_alpha"], attrs["activation_beta"])
+    np.testing.assert_allclose(session.run(None, feeds)[0], want, **TOL)
 
 
 def test_conv_resize_to_a_new_shape_and_back():
@@ -458,15 +464,9 @@ def test_conv_depthwise_in_chunks(monkeypatch, case, channels_per_chunk, bias):
 def test_conv_depthwise_chunks_epilogue(monkeypatch, case, kind, alpha, beta, residual):
     """The fused residual and activation per chunk, through the widened crop or in the output."""
     x_shape, _, attrs = DEPTHWISE_CASES[case]
-    session, _, w, b = depthwise_session(monkeypatch, case, 3, residual=residual, attrs={
-        "activation": kind, "activation_alpha": alpha, "activation_beta": beta})
-    x = r(*x_shape)
-    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
-    feeds = {"x": x}
-    if residual:
-        feeds["res"] = r(*y.shape)
-        y = y + feeds["res"]
-    np.testing.assert_allclose(session.run(None, feeds)[0], activate(y, kind, alpha, beta), **TOL)
+    attrs = {**attrs, "activation": kind, "activation_alpha": alpha, "activation_beta": beta}
+    session, _, w, b = depthwise_session(monkeypatch, case, 3, residual=residual, attrs=attrs)
+    check_epilogue_run(session, x_shape, w, b, attrs, residual)
 
 
 @pytest.mark.parametrize("case", ["widened_batch", "stride2_asymmetric_odd"])
