@@ -27,7 +27,7 @@ class _Plan:
         self.expand.prepare()
         self.stages = [*self.pair.stages, self.expand]
         self.keeps = keeps_block(step.node)
-        self.block = None if self.keeps else Intermediate(ex.backend, block, [*self.pair.stages, self.expand],
+        self.block = None if self.keeps else Intermediate(ex.backend, block, self.stages,
                                                           after=self.pair.middle_memory)
 
 
