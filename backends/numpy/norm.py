@@ -71,6 +71,18 @@ def _normalize(x: np.ndarray, axes: tuple, epsilon: float, work,
 @numpy_kernel("InstanceNorm", writes_outputs=True)
 def instance_norm(ex, inputs, outputs):
     x, scale, bias = inputs
+    n, c = x.shape[:2]
+    views = _row_path(x, outputs[0], n * c)
+    if views is not None:  # five passes: sum, centre, squares, scale, bias
+        x2, y2 = views
+        mean, inv_std = np.empty((n * c, 1), x.dtype), np.empty((n * c, 1), x.dtype)
+        _centre_rows(x2, y2, mean, inv_std, ex.attrs["epsilon"])
+        factor = inv_std.reshape(n, c)  # one per row: (image, channel)
+        factor *= scale.astype(x.dtype, copy=False)
+        y2 *= inv_std
+        y3 = y2.reshape(n, c, -1)
+        y3 += bias.astype(x.dtype, copy=False)[:, None]
+        return
     work = np.promote_types(x.dtype, np.float32)
     y, _, _ = _normalize(x, tuple(range(2, x.ndim)), ex.attrs["epsilon"], work, _target(outputs[0], work))
     y *= _channel(scale, x.ndim).astype(work)
@@ -101,19 +113,30 @@ def layer_norm(ex, inputs, outputs):
     if x.dtype != work or y.dtype != work or x.size == 0:
         _layer_norm_cast(ex, x, scale, bias, axis, work, outputs)
         return
-    # In place on the output, as (rows, row length): about ten numpy calls, no temporaries of X's size.
     rows = math.prod(x.shape[:axis])
-    x2, y2 = x.reshape(rows, -1), y.reshape(rows, -1)
+    y2 = y.reshape(rows, -1)
     stats = (rows, 1)
     mean = outputs[1].reshape(stats) if len(outputs) > 1 else np.empty(stats, work)
     inv_std = outputs[2].reshape(stats) if len(outputs) > 2 else np.empty(stats, work)
+    _centre_rows(x.reshape(rows, -1), y2, mean, inv_std, ex.attrs["epsilon"])
+    y2 *= inv_std
+    y *= scale
+    if bias is not None:
+        y += bias
+
+
+def _centre_rows(x2: np.ndarray, y2: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, epsilon: float) -> None:
+    """y2 = x2 minus its row means, written in place (about ten numpy calls, no temporaries of
+    x2's size), the means in mean and 1 / sqrt(variance + epsilon) in inv_std (both (rows, 1), of
+    x2's dtype, which y2 shares)."""
+    work = x2.dtype
     count = work.type(x2.shape[1])
     np.add.reduce(x2, axis=1, keepdims=True, out=mean)
     mean /= count
     np.subtract(x2, mean, out=y2)
     _row_dot(y2, y2, out=inv_std[:, 0])  # sum of squares of the centred rows
     inv_std /= count
-    inv_std += work.type(ex.attrs["epsilon"])
+    inv_std += work.type(epsilon)
     np.sqrt(inv_std, out=inv_std)
     np.reciprocal(inv_std, out=inv_std)
     # The float32 mean is off by up to half its ulp. Within a standard deviation of zero that is
@@ -124,10 +147,15 @@ def layer_norm(ex, inputs, outputs):
         residual = np.add.reduce(y2, axis=1, keepdims=True) / count
         y2 -= residual
         mean += residual
-    y2 *= inv_std
-    y *= scale
-    if bias is not None:
-        y += bias
+
+
+def _row_path(x: np.ndarray, out: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, out) as (rows, row length) views for _centre_rows, where x and out are float32 or
+    float64 alike, out contiguous and x a view of whole rows (feeds may be strided); else None."""
+    if x.dtype != out.dtype or x.dtype.kind != "f" or x.dtype.itemsize < 4 or not x.size \
+            or not out.flags.c_contiguous or not x.flags.c_contiguous or np.may_share_memory(x, out):
+        return None
+    return x.reshape(rows, -1), out.reshape(rows, -1)
 
 
 def _layer_norm_cast(ex, x, scale, bias, axis, work, outputs) -> None:
@@ -159,11 +187,21 @@ def group_norm(ex, inputs, outputs):
     # A group is C / G consecutive channels: with the spatial axes, one contiguous row.
     if x.size == 0:
         return
+    if ex.attrs["per_group"]:  # one value per group, shared by its channels
+        scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+    views = _row_path(x, outputs[0], n * groups) if x.dtype == work else None
+    if views is not None:  # five passes, as InstanceNorm: the factor is per (image, channel)
+        x2, y2 = views
+        mean, inv_std = np.empty((n * groups, 1), work), np.empty((n * groups, 1), work)
+        _centre_rows(x2, y2, mean, inv_std, ex.attrs["epsilon"])
+        factor = inv_std.reshape(n, groups, 1) * scale.astype(work, copy=False).reshape(groups, -1)
+        y3 = y2.reshape(n, c, -1)
+        y3 *= factor.reshape(n, c, 1)
+        y3 += bias.astype(work, copy=False)[:, None]
+        return
     target = _target(outputs[0], work)
     y, _, _ = _normalize(x.reshape(n, groups, -1), (2,), ex.attrs["epsilon"], work,
                          None if target is None else target.reshape(n, groups, -1))
-    if ex.attrs["per_group"]:  # one value per group, shared by its channels
-        scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
     y = y.reshape(x.shape) if target is None else target
     y *= _channel(scale, x.ndim).astype(work)
     y += _channel(bias, x.ndim).astype(work)

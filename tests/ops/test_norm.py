@@ -2,7 +2,7 @@
 whenever `momentum` is set), LayerNormalization, InstanceNormalization."""
 import numpy as np
 import pytest
-from helpers import Const, check_op, far_from_zero_norm_cases, make_model, run_wgnn
+from helpers import Const, check_op, far_from_zero_norm_cases, make_model, normalise_float64, run_wgnn
 from helpers import test_backends as backends_under_test
 
 import wgnn
@@ -118,6 +118,39 @@ def test_instance_norm():
     check_op("InstanceNormalization", [r(2, 3, 7), Const(r(3)), Const(r(3))], **TOL)
     check_op("InstanceNormalization", [r(1, 6, 3, 2, 4), r(6), r(6)], **TOL)
     check_op("InstanceNormalization", [r(2, 3, 1, 5), Const(r(3)), Const(r(3))], opset=6, **TOL)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("case", ["instance", "group_per_channel", "group_per_group"])
+def test_instance_and_group_norm_row_path(monkeypatch, case, dtype):
+    """Numpy's InstanceNorm and GroupNorm normalise (image, channel or group) rows in place in
+    their statistics' type (float32; float64 for InstanceNorm's float64 inputs), with the scale
+    folded into each row's factor (norm._centre_rows); the rest takes the general path. Both
+    against float64 formulas."""
+    from wgnn.backends.numpy import norm
+
+    calls = []
+    centre_rows = norm._centre_rows
+    monkeypatch.setattr(norm, "_centre_rows", lambda *args: calls.append(1) or centre_rows(*args))
+    x = (r(2, 6, 5, 7) * 3 + 1).astype(dtype)
+    groups = 6 if case == "instance" else 3
+    params = 3 if case == "group_per_group" else 6
+    scale, bias = r(params).astype(dtype), r(params).astype(dtype)
+    if case == "instance":
+        model = make_model("InstanceNormalization", [x, Const(scale), Const(bias)])
+    else:
+        model = make_model("GroupNormalization", [x, Const(scale), Const(bias)], {"num_groups": groups},
+                           opset=18 if case == "group_per_group" else 21)
+    per_channel = lambda v: np.repeat(v.astype(np.float64), 6 // params).reshape(1, 6, 1, 1)  # noqa: E731
+    grouped = normalise_float64(x.reshape(2, groups, -1), (2,), 1e-5)[0].reshape(x.shape)
+    want = grouped * per_channel(scale) + per_channel(bias)
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    got = session.run(None, {"in0": x})[0]
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+    # GroupNorm's statistics are float32 (stash_type), so float64 inputs take the general path too
+    assert len(calls) == (dtype == np.float32 or (dtype == np.float64 and case == "instance"))
 
 
 @pytest.mark.parametrize("name, model, x, want", far_from_zero_norm_cases())
