@@ -2,24 +2,72 @@
 over every axis from `axis` on)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .kernel import numpy_kernel
+
+
+# Rows of at most this many elements along the last axis get their maximum through a transposed
+# copy (_max): numpy's row-wise reduction walks a short row element by element. 16384 rows, per
+# call: 8 long 0.07 against 0.98 ms, 10 long 0.06 against 0.77, 32 long 0.11 against 0.38; 64
+# long 0.15 against 0.20 (a power of two: the transposing copy's accesses alias), 100 long 0.08
+# against 0.08, 128 to 512 long 0.16 against 0.11-0.04.
+SHORT_ROW = 32
+
+
+def _max(x: np.ndarray, axis: int, scratch: np.ndarray | None) -> np.ndarray:
+    """x's maximum over axis (keepdims). Over a last axis of SHORT_ROW or fewer elements (and 64
+    rows or more), through a transposed copy into scratch (contiguous, x's dtype and size, not
+    overlapping x) reduced over its first axis, which numpy runs as whole-row maxima."""
+    length = x.shape[-1]
+    rows = x.size // length
+    if axis != x.ndim - 1 or length > SHORT_ROW or rows < 64 or scratch is None:
+        return np.max(x, axis=axis, keepdims=True)
+    columns = scratch.reshape(length, rows)
+    np.copyto(columns, x.reshape(rows, length).T)
+    return np.maximum.reduce(columns, axis=0).reshape(*x.shape[:-1], 1)
+
+
+def _sum(y: np.ndarray, axis: int) -> np.ndarray:
+    """y's sum over axis (keepdims). Over the last axis of a contiguous float32 or float64 array,
+    a BLAS matrix-vector product with ones (2048 rows of 64: 7 against 51 us; numpy's row-wise
+    reduction walks each row element by element)."""
+    if axis != y.ndim - 1 or y.dtype not in (np.float32, np.float64) or not y.flags.c_contiguous:
+        return np.sum(y, axis=axis, keepdims=True)
+    length = y.shape[-1]
+    return (y.reshape(-1, length) @ _ones(length, y.dtype)).reshape(*y.shape[:-1], 1)
+
+
+@functools.lru_cache(maxsize=32)
+def _ones(length: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only vector of ones, kept: a long row's would be a fresh mapping on every run."""
+    ones = np.ones(length, dtype)
+    ones.flags.writeable = False
+    return ones
+
+
+def _scratch(x: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+    """out as the scratch of _max, where it can be: x's dtype, contiguous, apart from x."""
+    if out is None or out.dtype != x.dtype or not out.flags.c_contiguous or np.may_share_memory(x, out):
+        return None
+    return out
 
 
 def _softmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
     """exp(x - max) / sum, in one array (out when given): the same operations as the whole-array
     expression, which made three arrays of x's size."""
     # Subtracting the maximum keeps exp() in range whatever the magnitude of x.
-    y = np.subtract(x, np.max(x, axis=axis, keepdims=True), out=out)
+    y = np.subtract(x, _max(x, axis, _scratch(x, out)), out=out)
     np.exp(y, out=y)
-    y /= np.sum(y, axis=axis, keepdims=True)
+    y /= _sum(y, axis)
     return y
 
 
 def _logsoftmax(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
-    shifted = np.subtract(x, np.max(x, axis=axis, keepdims=True), out=out)
-    shifted -= np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    shifted = np.subtract(x, _max(x, axis, _scratch(x, out)), out=out)
+    shifted -= np.log(_sum(np.exp(shifted), axis))
     return shifted
 
 

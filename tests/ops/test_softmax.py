@@ -66,3 +66,33 @@ def test_softmax_single_element_axis_and_float64():
 def test_softmax_bad_axis():
     with pytest.raises(wgnn.ShapeError, match="out of range"):
         run_wgnn(make_model("Softmax", [X3], {"axis": 3}, opset=13), {"in0": X3})
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("length", [1, 7, 32, 33, 64])
+def test_softmax_many_short_rows(monkeypatch, op, length):
+    """Many rows along a short last axis: numpy's maximum comes through a transposed copy (32
+    long or less) and the sums from a matrix-vector product, which must give the row-wise
+    results, with rows of NaN, infinities and values past exp's range among them, in float32 and
+    float64, against float64 formulas."""
+    from wgnn.backends.numpy import softmax as numpy_softmax
+
+    transposed = []
+    real_max = numpy_softmax._max
+    monkeypatch.setattr(numpy_softmax, "_max", lambda x, axis, scratch: transposed.append(
+        scratch is not None and x.shape[-1] <= numpy_softmax.SHORT_ROW) or real_max(x, axis, scratch))
+    x = rng.standard_normal((3, 40, length)) * 4
+    x[0, 0, 0], x[0, 1, -1], x[1, 2, 0], x[2, 3] = np.nan, np.inf, -np.inf, 1e4
+    x[2, 4] = -1e4
+    for dtype in (np.float32, np.float64):
+        xs = x.astype(dtype)
+        got = run_wgnn(make_model(op, [xs], {"axis": -1}, opset=13), {"in0": xs})[0]
+        wide = xs.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            shifted = wide - wide.max(axis=-1, keepdims=True)
+            total = np.exp(shifted).sum(axis=-1, keepdims=True)
+            want = shifted - np.log(total) if op == "LogSoftmax" else np.exp(shifted) / total
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6 if dtype ==
+                                   np.float32 else 1e-13, equal_nan=True)
+    assert transposed == [length <= 32] * 2
