@@ -1,6 +1,7 @@
 """Unary and Binary families on numpy. Adding a kind is one line in a table here."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -85,8 +86,66 @@ def _gelu_chunk(v: np.ndarray) -> np.ndarray:
     return y
 
 
+# GELU of float32 inputs: x Phi(x), Phi (the normal CDF) interpolated linearly between the points
+# of a grid of step 2^-11 over [-8, 8] (along its chords: under max|Phi''| h^2 / 8 = 7e-9 off), in
+# float32 throughout: twelve passes over chunks of ERF_CHUNK elements, in cache. The float64 erf
+# path takes about twenty passes over twice the bytes: 1.04 against 0.52 ms on 128 x 1024. Its
+# results are within 0.5 ulp of x Phi(x) from 2 on, these within 1.5 ulp (4.8e-7); in [-2, 2] the
+# float32 Phi's rounding shows, 6 ulp at most against 3; below -2, where both are many ulp off
+# the tiny results, both are within 1.1e-8 (docs/performance.md). Outside [-8, 8] Phi
+# is 0 or 1 (the first and last rows: an index is clipped there, and its offset from the grid
+# point to [0, h]): -inf gives NaN as the formula does (-inf * 0), +inf gives +inf, NaN stays NaN.
+_PHI_STEP = 1 / 2048
+_PHI_LIMIT = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _phi_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grid points, Phi there, chord slopes to the next point), float32; Phi(-8) taken as 0.
+    Built at the first float32 GELU (32769 erfc calls, about 10 ms)."""
+    grid = np.arange(int(2 * _PHI_LIMIT / _PHI_STEP) + 1) * _PHI_STEP - _PHI_LIMIT
+    phi = np.array([0.5 * math.erfc(-g / math.sqrt(2)) for g in grid])
+    phi[0], phi[-1] = 0.0, 1.0
+    slope = np.append(np.diff(phi) / _PHI_STEP, 0.0)
+    return grid.astype(np.float32), phi.astype(np.float32), slope.astype(np.float32)
+
+
+def _gelu_float32(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """x Phi(x) of a float32 x into out (contiguous, float32; out may be x: each chunk is read
+    before it is written)."""
+    flat, target = x.reshape(-1), out.reshape(-1)
+    size = min(flat.size, ERF_CHUNK)
+    t, row, d, y = (np.empty(size, np.float32), np.empty(size, np.intp), np.empty(size, np.float32),
+                    np.empty(size, np.float32))
+    grid, value, slope = _phi_tables()
+    scale, shift = np.float32(1 / _PHI_STEP), np.float32(_PHI_LIMIT / _PHI_STEP)
+    last, step = grid.size - 1, np.float32(_PHI_STEP)
+    for start in range(0, flat.size, ERF_CHUNK):
+        v = flat[start:start + ERF_CHUNK]
+        n = v.size
+        tn, rn, dn, yn = t[:n], row[:n], d[:n], y[:n]
+        np.multiply(v, scale, out=tn)
+        tn += shift
+        np.clip(tn, 0, last, out=tn)
+        np.copyto(rn, tn, casting="unsafe")  # the grid row (NaN: some index, clipped below)
+        grid.take(rn, out=dn, mode="clip")
+        np.subtract(v, dn, out=dn)  # exact: the grid points are multiples of 2^-10
+        np.clip(dn, 0, step, out=dn)
+        slope.take(rn, out=yn, mode="clip")
+        yn *= dn
+        value.take(rn, out=dn, mode="clip")
+        yn += dn
+        np.multiply(yn, v, out=target[start:start + n])
+    return out
+
+
 def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """x * (1 + erf(x / sqrt(2))) / 2, in float64 chunk by chunk (as erf) and rounded once."""
+    """x * (1 + erf(x / sqrt(2))) / 2: float32 by the Phi table (_gelu_float32), other types in
+    float64 chunk by chunk (as erf), rounded once."""
+    v = np.asarray(x)
+    if v.dtype == np.float32 and v.ndim and (out is None or (out.dtype == np.float32 and out.flags.c_contiguous)):
+        with np.errstate(invalid="ignore"):  # NaN to an index; -inf * 0
+            return _gelu_float32(v, np.empty_like(v) if out is None else out)
     return _chunked(x, _gelu_chunk, out)
 
 
