@@ -21,8 +21,8 @@ so fewer calls is what makes this fast.
 - An im2col buffer over IM2COL_BAND_BYTES holds one band of output rows at a time: each band is
   copied and multiplied while it is still in cache (_ConvPlan._bind_bands; with stride phases
   _bind_phase_bands, whose rows then span a band instead of a whole phase grid).
-- A 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of channels at
-  a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk on buffers
+- A 1-D or 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of
+  channels at a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk on buffers
   that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
 - Buffers over RESIDENT_BYTES are not kept per step but laid out in the backend's shared scratch
   memory (NumpyBackend.scratch): the zero padding and the row of ones rewritten on every run, the
@@ -507,16 +507,22 @@ DEPTHWISE_CHUNK_BYTES = 512 << 10
 
 
 def _depthwise_chunks_fit(step, group: int, strides, dilations, begin, end) -> bool:
-    """Whether a Conv step takes _DepthwisePlan: 2-D, one input channel per group, an im2col past
-    DEPTHWISE_CHUNK_BYTES in all but within it for one channel."""
+    """Whether a Conv step takes _DepthwisePlan: 1-D or 2-D, one input channel per group, an
+    im2col past DEPTHWISE_CHUNK_BYTES in all but within it for one channel."""
     x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
-    if len(x_shape) != 4 or group != x_shape[1] or w_shape[1] != 1:
+    if len(x_shape) not in (3, 4) or group != x_shape[1] or w_shape[1] != 1:
         return False
     rows = math.prod(w_shape[2:]) + (len(step.input_specs) > 2 and step.input_specs[2] is not None)
-    padded_w = x_shape[3] + begin[1] + end[1]
-    pixels, _, _ = _depthwise_grid(step.output_specs[0].shape[2:], -(-padded_w // strides[1]))
+    padded_w = x_shape[-1] + begin[-1] + end[-1]
+    out = _as_2d(step.output_specs[0].shape[2:], 1)
+    pixels, _, _ = _depthwise_grid(out, -(-padded_w // strides[-1]))
     channel_bytes = rows * math.prod(pixels) * np.dtype(step.input_specs[0].dtype).itemsize
     return channel_bytes <= DEPTHWISE_CHUNK_BYTES < channel_bytes * x_shape[0] * x_shape[1]
+
+
+def _as_2d(values, fill) -> tuple:
+    """A 1-D conv's spatial sizes or geometry as a 2-D one's, of height 1 (fill in front)."""
+    return (fill, *values) if len(values) == 1 else tuple(values)
 
 
 def _depthwise_grid(out, cells_w: int):
@@ -541,12 +547,16 @@ class _DepthwisePlan:
     stride 1): phase (a, b) holds the padded elements at (a + stride_h * i, b + stride_w * j), so
     every tap reads one phase with stride 1, over the widened output grid where it adds few
     columns. The taps of a phase form a regular grid, copied in one call; the im2col rows, and the
-    packed weights, are in that phase-major order (self.order)."""
+    packed weights, are in that phase-major order (self.order). A 1-D conv runs as a 2-D one of
+    height 1, on (N, C, 1, L) views of its tensors."""
 
     def __init__(self, ex, strides, dilations, begin, end):
         step = ex.step
-        n, c, height, width = step.input_specs[0].shape
-        m, _, kh, kw = step.input_specs[1].shape
+        self.rank = len(step.input_specs[0].shape) - 2
+        strides, dilations = _as_2d(strides, 1), _as_2d(dilations, 1)
+        begin, end = _as_2d(begin, 0), _as_2d(end, 0)
+        n, c, height, width = step.input_specs[0].shape[:2] + _as_2d(step.input_specs[0].shape[2:], 1)
+        m, _, kh, kw = step.input_specs[1].shape[:2] + _as_2d(step.input_specs[1].shape[2:], 1)
         self.dtype = dtype = np.dtype(step.input_specs[0].dtype)
         self.mg = m // c
         self.bias = len(step.input_specs) > 2 and step.input_specs[2] is not None
@@ -555,7 +565,7 @@ class _DepthwisePlan:
         padded = (height + begin[0] + end[0], width + begin[1] + end[1])
         cells = [-(-p // s) for p, s in zip(padded, strides)]
         grid = cells[0] * cells[1]
-        self.pixels, pixel_strides, self.wide = _depthwise_grid(step.output_specs[0].shape[2:], cells[1])
+        self.pixels, pixel_strides, self.wide = _depthwise_grid(_as_2d(step.output_specs[0].shape[2:], 1), cells[1])
         pixels = math.prod(self.pixels)
         self.taps_count = kh * kw
         rows = self.taps_count + self.bias
@@ -653,6 +663,9 @@ class _DepthwisePlan:
     def run(self, ex, x, w, b, residual, out) -> None:
         _bind_shared(ex, self)
         weights = self.weights if self.weights is not None else self.pack(w, b, x.dtype)
+        if self.rank == 1:  # (N, C, L) as (N, C, 1, L): views of contiguous tensors
+            x, out = x[:, :, None], out[:, :, None]
+            residual = None if residual is None else residual[:, :, None]
         mg, views = self.mg, self.views
         for image in range(self.batch):
             for first, end in self.chunks:

@@ -437,6 +437,9 @@ DEPTHWISE_CASES = {
                                                       "pads": [2, 2, 2, 2]}),
     "stride3_5x5": ((1, 4, 13, 11), (4, 1, 5, 5), {"group": 4, "strides": [3, 3], "pads": [2, 1, 2, 1]}),
     "stride_1_2_2x3": ((2, 3, 7, 10), (3, 1, 2, 3), {"group": 3, "strides": [1, 2], "pads": [0, 1, 1, 0]}),
+    # 1-D, as 2-D of height 1
+    "conv1d_batch_k5": ((2, 7, 40), (7, 1, 5), {"group": 7, "pads": [2, 2]}),
+    "conv1d_stride2_dilated": ((1, 6, 37), (6, 1, 3), {"group": 6, "strides": [2], "dilations": [2], "pads": [1, 2]}),
 }
 
 
@@ -489,7 +492,7 @@ def test_conv_depthwise_in_chunks(monkeypatch, case, channels_per_chunk, bias):
 
 @pytest.mark.parametrize("kind,alpha,beta", [("relu", 0.0, 0.0), ("clip", -0.5, 0.75), ("leaky_relu", 0.1, 0.0),
                                              ("", 0.0, 0.0)])
-@pytest.mark.parametrize("case", ["widened_batch", "multiplier_2_batch"])
+@pytest.mark.parametrize("case", ["widened_batch", "multiplier_2_batch", "conv1d_batch_k5"])
 @pytest.mark.parametrize("residual", [False, True])
 def test_conv_depthwise_chunks_epilogue(monkeypatch, case, kind, alpha, beta, residual):
     """The fused residual and activation per chunk, through the widened crop or in the output."""
@@ -499,7 +502,7 @@ def test_conv_depthwise_chunks_epilogue(monkeypatch, case, kind, alpha, beta, re
     check_epilogue_run(session, x_shape, w, b, attrs, residual)
 
 
-@pytest.mark.parametrize("case", ["widened_batch", "stride2_asymmetric_odd"])
+@pytest.mark.parametrize("case", ["widened_batch", "stride2_asymmetric_odd", "conv1d_stride2_dilated"])
 def test_conv_depthwise_chunks_runtime_weights_and_float16(monkeypatch, case):
     """Weights and bias as graph inputs (packed on every run); float16 throughout."""
     x_shape, w_shape, attrs = DEPTHWISE_CASES[case]
@@ -567,9 +570,9 @@ def test_conv_paths_named_for_the_per_op_table(monkeypatch):
 
 
 def test_conv_depthwise_chunks_rule():
-    """Past DEPTHWISE_CHUNK_BYTES of im2col a 2-D depthwise conv goes in chunks (MobileNetV2@224's
-    144 x 56x56: 18.7 MB whole); under it, or where one channel alone is past it, or with more
-    than one input channel per group, or in 1-D, it takes the whole-tensor plan."""
+    """Past DEPTHWISE_CHUNK_BYTES of im2col a 1-D or 2-D depthwise conv goes in chunks
+    (MobileNetV2@224's 144 x 56x56: 18.7 MB whole); under it, or where one channel alone is past
+    it, or with more than one input channel per group, or in 3-D, it takes the whole-tensor plan."""
     def plan(x_shape, w_shape, group, **attrs):
         (p,) = conv_plans(conv_session(x_shape, r(*w_shape), r(w_shape[0]), attrs={"group": group, **attrs}))
         return type(p).__name__
@@ -580,7 +583,8 @@ def test_conv_depthwise_chunks_rule():
     assert plan((1, 144, 8, 8), (144, 1, 3, 3), 144, **pads) == "_ConvPlan"
     assert plan((1, 2, 200, 200), (2, 1, 3, 3), 2, **pads) == "_ConvPlan"  # 1.6 MB a channel
     assert plan((1, 144, 56, 56), (144, 2, 3, 3), 72, **pads) == "_ConvPlan"
-    assert plan((1, 144, 3000), (144, 1, 3), 144, pads=[1, 1]) == "_ConvPlan"
+    assert plan((1, 144, 3000), (144, 1, 3), 144, pads=[1, 1]) == "_DepthwisePlan"
+    assert plan((1, 64, 16, 24, 24), (64, 1, 3, 3, 3), 64, pads=[1] * 6) == "_ConvPlan"
 
 
 # ------------------------------------------------------------------------- Conv: stride phases
