@@ -22,8 +22,8 @@ so fewer calls is what makes this fast.
   copied and multiplied while it is still in cache (_ConvPlan._bind_bands; with stride phases
   _bind_phase_bands, whose rows then span a band instead of a whole phase grid).
 - A 1-D or 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of
-  channels at a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk on buffers
-  that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
+  channels at a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk
+  on buffers that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
 - Buffers over RESIDENT_BYTES are not kept per step but laid out in the backend's shared scratch
   memory (NumpyBackend.scratch): the zero padding and the row of ones rewritten on every run, the
   views built again only when the scratch array changes.
