@@ -125,11 +125,30 @@ def use_phases(n: int, c: int, group: int, mg: int, kernel, strides, dilations, 
     fill copy plus 500 (1000 with one folded fill copy, 2500 with four, one per phase)."""
     if not PHASES or len(out) < 2 or max(strides) != 2 or mg > 16:
         return False
-    used = sum(all(any(k * d % s == r for k in range(size)) for size, d, s, r in zip(kernel, dilations, strides, phase))
+    used = sum(all(_phase_taps(kernel, dilations, strides, phase))
                for phase in itertools.product(*(range(s) for s in strides)))  # phases some tap reads
     fold = used == math.prod(strides) and all(size % s == 0 for size, s in zip(sizes, strides))
     rows = n * c * math.prod(kernel) * math.prod(out[:-1])
     return rows >= 500 * (1 + (1 if fold else used))
+
+
+def _phase_taps(kernel, dilations, strides, phase) -> list[list[int]]:
+    """Per spatial axis, the taps that read stride phase `phase` (tap k reads phase k * d % s)."""
+    return [[k for k in range(size) if k * d % s == r]
+            for size, d, s, r in zip(kernel, dilations, strides, phase, strict=True)]
+
+
+def _phase_fill(phase, begin, strides, sizes) -> tuple[tuple, tuple] | None:
+    """Where the input elements landing in stride phase `phase` go: (the phase grid's cells,
+    the input's elements), per spatial axis slices (every s-th input element from the first one
+    landing there); None where only padding lands there."""
+    first = [(r - b) % s for r, b, s in zip(phase, begin, strides, strict=True)]
+    start = [(f + b) // s for f, b, s in zip(first, begin, strides, strict=True)]
+    counts = [len(range(f, size, s)) for f, size, s in zip(first, sizes, strides, strict=True)]
+    if not all(counts):
+        return None
+    return (tuple(slice(j, j + k) for j, k in zip(start, counts, strict=True)),
+            tuple(slice(f, None, s) for f, s in zip(first, strides, strict=True)))
 
 
 def _bands(rows: int, band: int) -> list[tuple[int, int]]:
@@ -318,19 +337,14 @@ class _ConvPlan:
         pairs = 1 if depthwise else n * group  # copies per tap
         fills, copies, order, last = [], [], [], 0
         for index, phase in enumerate(itertools.product(*(range(s) for s in strides))):
-            ks = [[k for k in range(size) if (k * d) % s == r]
-                  for size, d, s, r in zip(kernel, dilations, strides, phase, strict=True)]
+            ks = _phase_taps(kernel, dilations, strides, phase)
             if not all(ks):
                 continue  # no tap reads this phase: it is neither filled nor copied
             counts = [len(k) for k in ks]
-            # The first input index landing in this phase, its cell, and how many land there.
-            first = [(r - b) % s for r, b, s in zip(phase, begin, strides, strict=True)]
-            start = [(f + b) // s for f, b, s in zip(first, begin, strides, strict=True)]
-            sizes = [len(range(f, size, s)) for f, size, s in zip(first, x_shape[2:], strides, strict=True)]
-            if all(sizes):  # else only padding lands here: the zeros written at resize
-                cells_index = tuple(slice(j, j + k) for j, k in zip(start, sizes, strict=True))
-                x_index = (slice(None), slice(None), *(slice(f, None, s) for f, s in zip(first, strides, strict=True)))
-                fills.append((index, cells_index, x_index))
+            fill = _phase_fill(phase, begin, strides, x_shape[2:])
+            if fill is not None:  # else only padding lands here: the zeros written at resize
+                cells_index, x_index = fill
+                fills.append((index, cells_index, (slice(None), slice(None), *x_index)))
             offset = index * phase_size + sum(k[0] * d // s * cs for k, d, s, cs
                                               in zip(ks, dilations, strides, cell_strides, strict=True))
             # Along an axis the phase's taps are k0 + j * s / g, at cells q0 + j * d / g (g = gcd(s, d)).
@@ -574,14 +588,12 @@ class _DepthwisePlan:
         self.batch = n
         phase_size = chunk * grid
         # Per phase some tap reads: its taps (one regular grid per axis, d / gcd(s, d) cells apart)
-        # and the input elements landing in it (every s-th from `first`, from cell `start`).
+        # and the input elements landing in it.
         self.order, self.copy_layout, self.fill_layout, last = [], [], [], 0
-        used = [(a, b) for a in range(strides[0]) for b in range(strides[1])
-                if any(k * dilations[0] % strides[0] == a for k in range(kh))
-                and any(k * dilations[1] % strides[1] == b for k in range(kw))]
-        for index, phase in enumerate(used):
-            ks = [[k for k in range(size) if k * d % s == r]
-                  for size, d, s, r in zip((kh, kw), dilations, strides, phase)]
+        phases = [(phase, _phase_taps((kh, kw), dilations, strides, phase))
+                  for phase in itertools.product(range(strides[0]), range(strides[1]))]
+        used = [(phase, ks) for phase, ks in phases if all(ks)]
+        for index, (phase, ks) in enumerate(used):
             steps = [d // math.gcd(s, d) for d, s in zip(dilations, strides)]
             offset = index * phase_size + ks[0][0] * dilations[0] // strides[0] * cells[1] \
                 + ks[1][0] * dilations[1] // strides[1]
@@ -591,12 +603,10 @@ class _DepthwisePlan:
             self.order += [k0 * kw + k1 for k0 in ks[0] for k1 in ks[1]]
             last = max(last, offset + (chunk - 1) * grid + sum((k - 1) * t for k, t in zip(counts, tap_strides))
                        + sum((p - 1) * t for p, t in zip(self.pixels, pixel_strides)))
-            first = [(r - b) % s for r, b, s in zip(phase, begin, strides)]
-            start = [(f + b) // s for f, b, s in zip(first, begin, strides)]
-            sizes = [len(range(f, size, s)) for f, size, s in zip(first, (height, width), strides)]
-            if all(sizes):  # else only padding lands in this phase: zeros
-                self.fill_layout.append((index, tuple(slice(t, t + z) for t, z in zip(start, sizes)),
-                                         (slice(None), *(slice(f, None, s) for f, s in zip(first, strides)))))
+            fill = _phase_fill(phase, begin, strides, (height, width))
+            if fill is not None:  # else only padding lands in this phase: zeros
+                cells_index, x_index = fill
+                self.fill_layout.append((index, cells_index, (slice(None), *x_index)))
         self.phases_shape = (len(used), chunk, *cells)
         self.grid, self.pixel_strides = grid, pixel_strides
         self.cols_shape = (chunk, rows, pixels)
