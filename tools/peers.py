@@ -291,8 +291,10 @@ def environment(adapter) -> dict:
             f"; {threads} worker threads" if threads is not None else "") + ")"
     except WgnnError:
         pass
+    from ..backends.numpy import blas
+
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-            "adapter": gpu, "versions": versions}
+            "blas": blas.describe(), "adapter": gpu, "versions": versions}
 
 
 def markdown(result: dict) -> str:
@@ -331,7 +333,7 @@ def markdown(result: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
     lines += ["Largest relative error against onnxruntime: " + (", ".join(errors) or "-") + ".",
               f"Machine: {env['cpus']} CPUs ({env['machine']}), Python {env['python']}; GPU adapter: "
-              f"{env['adapter'] or 'none'}; {versions}. onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
+              f"{env['adapter'] or 'none'}; {versions} (numpy's BLAS: {env['blas']}). onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
               "ncnn: fp32 on its Vulkan device (pnnx-converted); wonnx: its own wgpu device."]
     return "\n".join(lines)
 

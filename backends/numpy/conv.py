@@ -21,6 +21,9 @@ so fewer calls is what makes this fast.
 - An im2col buffer over IM2COL_BAND_BYTES holds one band of output rows at a time: each band is
   copied and multiplied while it is still in cache (_ConvPlan._bind_bands; with stride phases
   _bind_phase_bands, whose rows then span a band instead of a whole phase grid).
+- Where numpy's BLAS has a faster kernel for small products (backends/numpy/blas.py), convs with
+  few outputs per group cut their product to its size: im2col bands, and pointwise convs' products
+  in bands of columns (_band_rows).
 - A 1-D or 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of
   channels at a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk
   on buffers that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
@@ -44,6 +47,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
+from .blas import small_gemm_limit
 from .elementwise import apply_unary, unary_into
 from .kernel import numpy_kernel
 
@@ -98,6 +102,26 @@ RESIDENT_BYTES = 1 << 20
 # (its phased 7x7 stem is half its time) within 2%. With phased bands too: mobilenetv2 x0.76-0.80,
 # resnet x0.73-0.74, unet x0.55-0.56.
 IM2COL_BAND_BYTES = 2 << 20
+
+
+SMALL_GEMM_BANDS = True  # False: bands by IM2COL_BAND_BYTES alone, for A/B measurements
+SMALL_GEMM_OUTPUTS = 32  # outputs per group up to which bands for the BLAS's small-product kernel pay
+SMALL_GEMM_COLUMNS = 128  # narrower bands cost more in numpy calls than the kernel saves
+
+
+def _band_rows(out_rows: int, row_columns: int, row_bytes: int, mg: int, k: int, dtype: np.dtype) -> int:
+    """Output rows per im2col band: all of them while the im2col fits IM2COL_BAND_BYTES, else as
+    many as fit. Where numpy's BLAS has a small-product sgemm (blas.small_gemm_limit) and the
+    product has few rows (mg outputs per group, 2 to SMALL_GEMM_OUTPUTS), bands are also cut so
+    that each (mg x k) @ (k x columns) product stays within its limit: with 8 or 16 outputs that
+    kernel runs 2-3x the GFLOP/s of the packed one (docs/performance.md)."""
+    band = out_rows if row_bytes * out_rows <= IM2COL_BAND_BYTES else max(1, IM2COL_BAND_BYTES // row_bytes)
+    limit = small_gemm_limit() if SMALL_GEMM_BANDS and dtype == np.float32 else 0
+    if limit and 1 < mg <= SMALL_GEMM_OUTPUTS:
+        small = limit // (mg * k * row_columns)
+        if small * row_columns >= SMALL_GEMM_COLUMNS:
+            band = min(band, small)
+    return band
 
 
 PHASES = True  # False: no stride phases (the plain strided im2col), for A/B measurements
@@ -261,6 +285,9 @@ class _ConvPlan:
             self.bias_shape = (-1,) + (1,) * len(out)
             self.cols_shape = (n, group, cg + 1, pixels)
             self.sizes = (0, math.prod(self.cols_shape) if self.bias else 0, 0)
+            # Products cut into bands of columns where the BLAS's small-product kernel pays.
+            band = _band_rows(pixels, 1, 0, mg, cg + self.bias, dtype)
+            self.column_bands = [slice(first, end) for first, end in _bands(pixels, band)] if band < pixels else []
         elif self.phased:
             self.bias = has_bias
             self._init_phases(x_shape, kernel, strides, dilations, begin, padded, out)
@@ -295,8 +322,7 @@ class _ConvPlan:
             # The im2col buffer holds one band of output rows (pixels[0]); all of them unless too big.
             row_columns = math.prod(pixels[1:])
             row_bytes = n * group * (self.rows + has_bias) * row_columns * dtype.itemsize
-            band = pixels[0] if row_bytes * pixels[0] <= IM2COL_BAND_BYTES else \
-                max(1, IM2COL_BAND_BYTES // row_bytes)
+            band = _band_rows(pixels[0], row_columns, row_bytes, mg, self.rows + has_bias, dtype)
             self.bands = _bands(pixels[0], band)
             self.row_columns, self.pixel_axis = row_columns, 3 + len(kernel)
             self.taps_shape = (n, group, cg, *kernel, band, *pixels[1:])
@@ -391,8 +417,8 @@ class _ConvPlan:
         self.grid, self.row_columns = grid, math.prod(cells[1:])
         self.span = grid
         row_bytes = cols_size // grid * self.row_columns * itemsize
-        band = max(1, IM2COL_BAND_BYTES // row_bytes)
-        if cols_size * itemsize > IM2COL_BAND_BYTES and band < out[0]:  # else one band: the whole grid
+        band = _band_rows(out[0], self.row_columns, row_bytes, mg, rows, self.dtype)
+        if band < out[0]:  # else one band: the whole grid
             self.bands = _bands(out[0], band)
             self.span = band * self.row_columns
             cols_size = cols_size // grid * self.span
@@ -486,7 +512,7 @@ class _ConvPlan:
 
     def describe(self) -> str:
         if self.pointwise:
-            return "matmul"
+            return f"matmul, {len(self.column_bands)} bands" if self.column_bands else "matmul"
         parts = ["im2col"]
         if self.phased:
             parts.append(f"{len(self.copy_layout)} phases")
@@ -737,7 +763,7 @@ def conv(ex, inputs, outputs):
     if plan.pointwise and not plan.bias:
         if weights is None:
             weights = w.reshape(plan.weights_shape)
-        np.matmul(weights, x.reshape(plan.x_shape), out=out.reshape(plan.y_shape))
+        _matmul_in_bands(weights, x.reshape(plan.x_shape), out.reshape(plan.y_shape), plan.column_bands)
         if b is not None:
             np.add(out, b.reshape(plan.bias_shape), out=out)
         src = out
@@ -766,6 +792,9 @@ def conv(ex, inputs, outputs):
                     np.copyto(dst, src)
                 np.matmul(weights, cols, out=result[..., columns])
             src = out if plan.valid is None else plan.wide
+        elif plan.pointwise:
+            _matmul_in_bands(weights, plan.cols, out.reshape(plan.y_shape), plan.column_bands)
+            src = out
         elif plan.valid is None:
             np.matmul(weights, plan.cols, out=out.reshape(plan.y_shape))
             src = out
@@ -779,6 +808,15 @@ def conv(ex, inputs, outputs):
         plan.kind(src, out)
     elif src is not out:
         np.copyto(out, src)
+
+
+def _matmul_in_bands(weights: np.ndarray, x: np.ndarray, out: np.ndarray, column_bands: list[slice]) -> None:
+    """out = weights @ x, one product per band of columns where there are bands (_band_rows)."""
+    if not column_bands:
+        np.matmul(weights, x, out=out)
+        return
+    for columns in column_bands:
+        np.matmul(weights, x[..., columns], out=out[..., columns])
 
 
 def _conv_any(ex, x, w, b=None, residual=None) -> np.ndarray:

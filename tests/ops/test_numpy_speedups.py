@@ -12,6 +12,7 @@ import pytest
 from helpers import Const, check_op
 from numpy.lib.stride_tricks import sliding_window_view
 from onnx import helper, numpy_helper
+from wgnn.backends.numpy import blas as numpy_blas
 from wgnn.backends.numpy import conv as numpy_conv
 from wgnn.backends.numpy.conv import _ConvPlan, _ConvTransposePlan
 from wgnn.backends.numpy.elementwise import ERF_CHUNK, UNARY_FUNCS, erf
@@ -893,6 +894,123 @@ def test_conv_stride_phases_in_mobilenet():
         numpy_conv.PHASES = True
     assert plans(plain) and not any(p.phased for p in plans(plain))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------- Conv: products cut for the BLAS's small-product kernel
+SMALL_PRODUCT_CASES = {
+    # name: (x shape, w shape, attrs), convs whose products have few rows (outputs per group)
+    "widened_3x3": CONV_CASES["widened_3x3"],
+    "groups_batch": CONV_CASES["groups_batch"],
+    "conv3d_widened": CONV_CASES["conv3d_widened"],
+    "phased_regular_batch": PHASE_CASES["regular_batch"][:3],
+    "phased_stem_7x7": PHASE_CASES["stem_7x7"][:3],
+    "pointwise_batch": ((2, 7, 5, 6), (4, 7, 1, 1), {}),
+    "pointwise_expand": ((1, 3, 9, 7), (8, 3, 1, 1), {}),  # the bias rides in the product
+    "pointwise_groups_batch": CONV_CASES["pointwise_groups_batch"],
+}
+
+
+def small_product_session(monkeypatch, case, rows_per_band, *, bias=True, limit=None):
+    """A Conv session of SMALL_PRODUCT_CASES[case] where numpy's BLAS has a small-product kernel
+    up to a bound that fits rows_per_band output rows (pointwise convs: 8 * rows_per_band
+    columns), bands of any width allowed; returns (session, plan, w, b)."""
+    x_shape, w_shape, attrs = SMALL_PRODUCT_CASES[case]
+    w, b = r(*w_shape), r(w_shape[0]) if bias else None
+    monkeypatch.setattr(numpy_conv, "SMALL_GEMM_COLUMNS", 1)
+    if limit is None:
+        monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: 0)
+        (whole,) = conv_plans(conv_session(x_shape, w, b, attrs=attrs))
+        assert len(whole.bands) < 2 and not getattr(whole, "column_bands", None)
+        k = whole.rows + whole.bias if not whole.pointwise else w_shape[1] + whole.bias
+        columns = 8 if whole.pointwise else whole.row_columns
+        limit = rows_per_band * columns * whole.mg * k
+    monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: limit)
+    session = conv_session(x_shape, w, b, attrs=attrs)
+    (plan,) = conv_plans(session)
+    return session, plan, w, b
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", sorted(SMALL_PRODUCT_CASES))
+def test_conv_bands_for_small_products(monkeypatch, case, bias):
+    """Where numpy's BLAS runs products within a bound faster (blas.small_gemm_limit), convs with
+    few outputs per group cut their products to it: im2col convs in bands of output rows (stride
+    phases too), pointwise ones in bands of columns; the same results, run after run."""
+    x_shape, _, attrs = SMALL_PRODUCT_CASES[case]
+    session, plan, w, b = small_product_session(monkeypatch, case, 2, bias=bias)
+    for _ in range(2):
+        x = r(*x_shape)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0],
+                                   reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+    if plan.pointwise:
+        pixels = math.prod(x_shape[2:])
+        bands = [(first, min(first + 16, pixels)) for first in range(0, pixels, 16)]
+        assert [(s.start, s.stop) for s in plan.column_bands] == bands
+        assert plan.describe() == f"matmul, {len(plan.column_bands)} bands"
+    else:
+        rows = plan.bands[-1][1]  # of the first pixel axis (a widened 2-D grid has one: its columns)
+        assert plan.bands == [(first, min(first + 2, rows)) for first in range(0, rows, 2)] and rows > 2
+        assert plan.phased == case.startswith("phased")
+
+
+@pytest.mark.parametrize("case", ["widened_3x3", "phased_stem_7x7", "pointwise_expand"])
+def test_conv_small_product_bands_epilogue_and_runtime_weights(monkeypatch, case):
+    """Bands for small products with the fused residual and Clip, and with weights and bias as
+    graph inputs (packed on every run)."""
+    x_shape, w_shape, attrs = SMALL_PRODUCT_CASES[case]
+    _, plan, *_ = small_product_session(monkeypatch, case, 2)  # the bound for 2 rows (or 16 columns)
+    limit = numpy_conv.small_gemm_limit()
+    clip = {**attrs, "activation": "clip", "activation_alpha": -0.5, "activation_beta": 0.75}
+    w, b = r(*w_shape), r(w_shape[0])
+    x = r(*x_shape)
+    y = reference_conv(x, w, b, **_geometry(x_shape, attrs))
+    res = r(*y.shape)
+    session = conv_session(x_shape, w, b, attrs=clip, residual=True)
+    np.testing.assert_allclose(session.run(None, {"x": x, "res": res})[0], np.clip(y + res, -0.5, 0.75), **TOL)
+    session = conv_session(x_shape, w, b, attrs=attrs, const=False)
+    for _ in range(2):
+        x, w, b = r(*x_shape), r(*w_shape), r(w_shape[0])
+        np.testing.assert_allclose(session.run(None, {"x": x, "w": w, "b": b})[0],
+                                   reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
+    (plan,) = conv_plans(session)
+    assert plan.weights is None and numpy_conv.small_gemm_limit() == limit
+    assert len(plan.bands) > 1 or len(plan.column_bands) > 1
+
+
+def test_conv_small_product_rule(monkeypatch):
+    """Which convs cut their products: float32 ones with 2 to SMALL_GEMM_OUTPUTS outputs per group,
+    in bands at least SMALL_GEMM_COLUMNS wide; none where the BLAS has no such kernel."""
+    def plan_of(x_shape, w_shape, attrs=None, dtype=np.float32):
+        (plan,) = conv_plans(conv_session(x_shape, r(*w_shape, dtype=dtype), r(w_shape[0], dtype=dtype),
+                                          attrs=attrs))
+        return plan
+
+    three = {"pads": [1, 1, 1, 1]}
+    monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: 100 ** 3)
+    # ResNet@224's 16 -> 16 3x3 at 56x56: (16 x 145) @ (145 x 431) per band of the widened grid's 3248 columns
+    assert len(plan_of((1, 16, 56, 56), (16, 16, 3, 3), three).bands) == 8
+    assert len(plan_of((1, 16, 112, 112), (16, 16, 1, 1)).column_bands) == 4  # 3906 columns a band
+    assert len(plan_of((1, 16, 56, 56), (16, 16, 1, 1)).column_bands) == 0  # one product within the bound
+    assert len(plan_of((1, 16, 56, 56), (32, 16, 3, 3), three).bands) == 16  # 32 x 145: 215 columns a band
+    assert len(plan_of((1, 32, 28, 28), (32, 32, 3, 3), three).bands) == 1  # 108-column bands: too narrow
+    assert len(plan_of((1, 16, 112, 112), (64, 16, 1, 1)).column_bands) == 0  # 64 outputs
+    assert len(plan_of((1, 16, 56, 56), (16, 16, 3, 3), three, np.float64).bands) == 2  # IM2COL_BAND_BYTES' only
+    assert len(plan_of((1, 16, 16, 16), (16, 16, 3, 3), three).bands) == 1  # all 288 columns within the bound
+    monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: 0)
+    assert len(plan_of((1, 16, 56, 56), (16, 16, 3, 3), three).bands) == 1
+    assert len(plan_of((1, 16, 112, 112), (16, 16, 1, 1)).column_bands) == 0
+
+
+def test_blas_core_found():
+    """numpy's OpenBLAS names its core; the small-product bound follows it."""
+    import numpy.lib  # noqa: F401  (show_config's dict)
+    blas_name = str(np.show_config(mode="dicts")["Build Dependencies"]["blas"].get("name", ""))
+    core = numpy_blas.openblas_core()
+    if "openblas" in blas_name.lower():
+        assert core, "numpy uses OpenBLAS, but its core name was not found"
+        assert numpy_blas.describe() == f"OpenBLAS {core}"
+    expected = numpy_blas.SMALL_GEMM_MNK if core and core.lower() in numpy_blas.SMALL_GEMM_CORES else 0
+    assert numpy_blas.small_gemm_limit() == expected
 
 
 # ------------------------------------------------------------------------------ ConvTranspose

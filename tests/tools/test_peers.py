@@ -27,6 +27,7 @@ def test_cli_json_and_markdown(tmp_path):
         assert cell["max_rel_error"] < 1e-4
     assert row["peers"]["onnxruntime"]["ratio_to_onnxruntime"] == pytest.approx(1.0)
     assert result["environment"]["versions"]["onnxruntime"]
+    assert result["environment"]["blas"]  # e.g. "OpenBLAS SkylakeX": convs cut products by it
     gpu = result["environment"]["adapter"]
     assert gpu is None or ("; 0 worker threads)" in gpu) == ("llvmpipe" in gpu.lower()), gpu
     table = out.read_text().splitlines()
