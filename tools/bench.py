@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends.numpy import blas as numpy_blas
 from ..engine.errors import WgnnError
 
 try:
@@ -226,6 +227,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     device_choice = (gpu_backend.device_choice or {}) if gpu_backend else {}
     result = {
         "model": str(path), "providers": list(config.providers), "adapter": context.name if context else None,
+        "numpy_blas": numpy_blas.describe() if any(s.backend.name == "numpy" for s in session.segments) else None,
         "lavapipe_threads": context.lavapipe_threads if context else None,
         "lavapipe_threads_why": device_choice.get("why") if context and context.lavapipe_threads is not None else None,
         "storage": config.storage, "precision": config.precision,

@@ -333,7 +333,8 @@ def markdown(result: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
     lines += ["Largest relative error against onnxruntime: " + (", ".join(errors) or "-") + ".",
               f"Machine: {env['cpus']} CPUs ({env['machine']}), Python {env['python']}; GPU adapter: "
-              f"{env['adapter'] or 'none'}; {versions} (numpy's BLAS: {env['blas']}). onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
+              f"{env['adapter'] or 'none'}; {versions} (numpy's BLAS: {env['blas']}). "
+              f"onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
               "ncnn: fp32 on its Vulkan device (pnnx-converted); wonnx: its own wgpu device."]
     return "\n".join(lines)
 

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 from helpers import gpu_adapters
+from wgnn.backends.numpy import blas as numpy_blas
 from wgnn.tools.bench import page_faults, ratio_interval
 
 import wgnn
@@ -55,6 +56,7 @@ def test_json_keys_and_vs_onnxruntime():
             "vs"} <= set(result)
     assert set(result["cold_start_ms"]) == {"load", "prepare", "shader_compile", "first_run"}
     assert result["compile_threads"] == 0 and result["pipelines_compiled"] == 0  # numpy: nothing compiles
+    assert result["numpy_blas"] == numpy_blas.describe()  # the BLAS its conv plans were sized for
     lat = result["latency_ms"]
     assert len(lat["samples"]) == 3 and lat["min"] <= lat["median"] <= lat["p90"] <= lat["max"]
     vs = result["vs"]
@@ -64,6 +66,7 @@ def test_json_keys_and_vs_onnxruntime():
     assert vs["ratio_interval"] is None  # 3 runs: too few for an interval
     text = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime")
     assert text.returncode == 0 and "ratio wgnn / onnxruntime (medians): x" in text.stdout
+    assert f"numpy's BLAS: {numpy_blas.describe()}" in text.stdout.splitlines()[0]
 
 
 def touch_fresh_pages(size: int = 1 << 20) -> None:

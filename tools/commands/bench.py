@@ -149,6 +149,8 @@ def format_bench(result: dict) -> str:
         adapter += f", {result['lavapipe_threads']} lavapipe worker threads"
         if result.get("lavapipe_threads_why"):
             adapter += f" ({result['lavapipe_threads_why']})"
+    if result.get("numpy_blas"):  # its kernels choose their products' sizes by it (backends/numpy/blas.py)
+        adapter += f"   numpy's BLAS: {result['numpy_blas']}"
     lines = [f"model: {result['model']}   providers: {', '.join(result['providers'])}{adapter}",
              "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
              f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
