@@ -22,23 +22,45 @@ SMALL_GEMM_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
 SMALL_GEMM_MNK = 100 ** 3
 
 
+# Symbol names of OpenBLAS's own functions: numpy's wheels carry scipy-openblas, whose symbols have
+# a prefix and, in its 64-bit-integer build, a suffix.
+_FUNCTIONS = {role: [f"{prefix}openblas_get_{role}{suffix}" for prefix in ("scipy_", "")
+                     for suffix in ("64_", "")] for role in ("corename", "num_threads")}
+
+
 @functools.cache
-def openblas_core() -> str | None:
-    """The core OpenBLAS (numpy's) runs its kernels for, e.g. "SkylakeX"; None where numpy's
-    BLAS is not an OpenBLAS this can find (Accelerate, MKL, a static build)."""
+def _openblas() -> dict:
+    """OpenBLAS's corename and num_threads functions (ctypes), from the library numpy loaded; {}
+    where numpy's BLAS is not an OpenBLAS this can find (Accelerate, MKL, a static build)."""
     for path in _openblas_libraries():
         try:
             library = ctypes.CDLL(str(path))
         except OSError:
             continue
-        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
-                     "openblas_get_corename64_", "openblas_get_corename"):
-            function = getattr(library, name, None)
-            if function is not None:
-                function.restype = ctypes.c_char_p
-                core = (function() or b"").decode(errors="replace").strip()
-                return core or None
-    return None
+        found = {role: next((getattr(library, n) for n in names if hasattr(library, n)), None)
+                 for role, names in _FUNCTIONS.items()}
+        if found["corename"] is not None:
+            found["corename"].restype = ctypes.c_char_p
+            if found["num_threads"] is not None:
+                found["num_threads"].restype = ctypes.c_int
+            return found
+    return {}
+
+
+@functools.cache
+def openblas_core() -> str | None:
+    """The core OpenBLAS (numpy's) runs its kernels for, e.g. "SkylakeX"; None where numpy's
+    BLAS is not an OpenBLAS."""
+    corename = _openblas().get("corename")
+    core = (corename() or b"").decode(errors="replace").strip() if corename is not None else ""
+    return core or None
+
+
+def openblas_threads() -> int | None:
+    """The threads OpenBLAS runs a large product on now (OPENBLAS_NUM_THREADS, or set at run time
+    by threadpoolctl); None where unknown."""
+    num_threads = _openblas().get("num_threads")
+    return int(num_threads()) if num_threads is not None else None
 
 
 def _openblas_libraries() -> list[Path]:
@@ -62,6 +84,26 @@ def small_gemm_limit() -> int:
     it has none known."""
     core = openblas_core()
     return SMALL_GEMM_MNK if core is not None and core.lower() in SMALL_GEMM_CORES else 0
+
+
+SMALL_PRODUCTS = True  # False: no product is cut, for A/B measurements
+SMALL_PRODUCT_ROWS = 32  # the most rows a product has for cutting it to pay (64 x 32 by 32 x 12544: x1.13)
+SMALL_PRODUCT_COLUMNS = 128  # narrower products cost more in numpy calls than the kernel saves
+
+
+def small_product_columns(rows: int, depth: int, columns: int, dtype, *, unless_threaded: bool = False) -> int:
+    """Columns per product when (rows x depth) @ (depth x columns) is computed as products of
+    column bands, each within small_gemm_limit(); columns (one product) where cutting does not pay:
+    no such kernel, not float32, more than SMALL_PRODUCT_ROWS rows or a single one (numpy's
+    matrix-vector path), or bands narrower than SMALL_PRODUCT_COLUMNS. unless_threaded: also
+    one product where OpenBLAS runs on several threads (the small kernel runs on one; a lone
+    product, 8 x 768 by 768 x 768 on two threads, was x1.2 in pieces, where a conv's im2col bands
+    gain from staying in cache either way)."""
+    limit = small_gemm_limit() if SMALL_PRODUCTS and np.dtype(dtype) == np.float32 else 0
+    if not limit or not 1 < rows <= SMALL_PRODUCT_ROWS or (unless_threaded and (openblas_threads() or 1) > 1):
+        return columns
+    band = limit // (rows * depth)
+    return band if SMALL_PRODUCT_COLUMNS <= band < columns else columns
 
 
 def describe() -> str:

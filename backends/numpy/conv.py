@@ -47,7 +47,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
-from .blas import small_gemm_limit
+from . import blas
+from .blas import small_product_columns
 from .elementwise import apply_unary, unary_into
 from .kernel import numpy_kernel
 
@@ -104,23 +105,15 @@ RESIDENT_BYTES = 1 << 20
 IM2COL_BAND_BYTES = 2 << 20
 
 
-SMALL_GEMM_BANDS = True  # False: bands by IM2COL_BAND_BYTES alone, for A/B measurements
-SMALL_GEMM_OUTPUTS = 32  # outputs per group up to which bands for the BLAS's small-product kernel pay
-SMALL_GEMM_COLUMNS = 128  # narrower bands cost more in numpy calls than the kernel saves
-
-
 def _band_rows(out_rows: int, row_columns: int, row_bytes: int, mg: int, k: int, dtype: np.dtype) -> int:
     """Output rows per im2col band: all of them while the im2col fits IM2COL_BAND_BYTES, else as
-    many as fit. Where numpy's BLAS has a small-product sgemm (blas.small_gemm_limit) and the
-    product has few rows (mg outputs per group, 2 to SMALL_GEMM_OUTPUTS), bands are also cut so
-    that each (mg x k) @ (k x columns) product stays within its limit: with 8 or 16 outputs that
-    kernel runs 2-3x the GFLOP/s of the packed one (docs/performance.md)."""
+    many as fit; fewer where numpy's BLAS runs the (mg x k) @ (k x columns) products faster in
+    bands of columns (blas.small_product_columns: with 8 or 16 outputs 2-3x the GFLOP/s,
+    docs/performance.md)."""
     band = out_rows if row_bytes * out_rows <= IM2COL_BAND_BYTES else max(1, IM2COL_BAND_BYTES // row_bytes)
-    limit = small_gemm_limit() if SMALL_GEMM_BANDS and dtype == np.float32 else 0
-    if limit and 1 < mg <= SMALL_GEMM_OUTPUTS:
-        small = limit // (mg * k * row_columns)
-        if small * row_columns >= SMALL_GEMM_COLUMNS:
-            band = min(band, small)
+    rows = small_product_columns(mg, k, out_rows * row_columns, dtype) // row_columns
+    if rows * row_columns >= blas.SMALL_PRODUCT_COLUMNS:
+        band = min(band, rows)
     return band
 
 

@@ -81,3 +81,68 @@ def test_matmul_shape_error_and_flops():
                                     providers=["numpy"])
     session.run(None, {"in0": r(2, 5, 3), "in1": r(3, 6)})
     assert session.report()["flops"] == 2 * (2 * 5 * 6) * 3
+
+
+# (A shape, B shape, Gemm attributes or None for MatMul), products of 4 to 8 rows
+SMALL_PRODUCT_CASES = [
+    ((8, 40), (40, 50), None),
+    ((2, 6, 24), (24, 45), None),  # batched A, one B
+    ((2, 5, 24), (2, 24, 33), None),  # batched both
+    ((6, 30), (45, 30), {"transB": 1, "alpha": 0.5}),  # Gemm: B read transposed, C broadcast
+    ((30, 4), (30, 40), {"transA": 1}),
+]
+
+
+@pytest.mark.parametrize("a_shape, b_shape, gemm", SMALL_PRODUCT_CASES)
+def test_matmul_small_products_in_column_bands(monkeypatch, a_shape, b_shape, gemm):
+    """Where numpy's BLAS runs small products faster (blas.small_gemm_limit) on one OpenBLAS
+    thread, a product of a few rows goes in bands of columns, each within the bound (here 16
+    columns a band); the same results as the references'."""
+    from helpers import reference_outputs, session_for
+    from wgnn.backends.numpy import blas as numpy_blas
+
+    rows, depth = (a_shape[-1], a_shape[-2]) if gemm and gemm.get("transA") else a_shape[-2:]
+    columns = b_shape[-2] if gemm and gemm.get("transB") else b_shape[-1]
+    monkeypatch.setattr(numpy_blas, "SMALL_PRODUCT_COLUMNS", 1)
+    monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: rows * depth * 16)
+    inputs = [r(*a_shape), Const(r(*b_shape))] + ([Const(r(columns))] if gemm else [])
+    model = make_model("Gemm" if gemm else "MatMul", inputs, gemm, opset=13)
+    feeds = {"in0": inputs[0]}
+    (expected,) = reference_outputs(model, feeds)
+
+    def prepared(threads):
+        monkeypatch.setattr(numpy_blas, "openblas_threads", lambda: threads)
+        session = session_for(wgnn.convert(model), "numpy")
+        (result,) = session.run(None, feeds)
+        np.testing.assert_allclose(result, expected, **TOL)
+        [execution] = [ex for segment in session.session.segments for step, ex in segment.steps
+                       if step.op.op_type == "MatMul"]
+        return execution.state["column_bands"]
+
+    bands = prepared(1)
+    assert [(s.start, min(s.stop, columns)) for s in bands] == [(i, min(i + 16, columns))
+                                                                 for i in range(0, columns, 16)]
+    assert prepared(2) == []  # several OpenBLAS threads: one product (on all of them)
+
+
+def test_small_product_rule(monkeypatch):
+    """blas.small_product_columns: columns per band within the bound, else all of them (one
+    product): for a single row, past SMALL_PRODUCT_ROWS rows, bands under SMALL_PRODUCT_COLUMNS,
+    other dtypes, several OpenBLAS threads when asked, or no small-product kernel."""
+    from wgnn.backends.numpy import blas as numpy_blas
+
+    monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: 100 ** 3)
+    monkeypatch.setattr(numpy_blas, "openblas_threads", lambda: 2)
+    columns = numpy_blas.small_product_columns
+    assert columns(8, 768, 768, np.float32) == 162  # 8 x 768 x 162 within 100^3
+    assert columns(16, 144, 3248, np.float32) == 434
+    assert columns(16, 144, 400, np.float32) == 400  # one band holds them all
+    assert columns(1, 768, 768, np.float32) == 768  # numpy's matrix-vector path
+    assert columns(33, 100, 5000, np.float32) == 5000
+    assert columns(16, 576, 3136, np.float32) == 3136  # 108-column bands: too narrow
+    assert columns(8, 768, 768, np.float64) == 768
+    assert columns(8, 768, 768, np.float32, unless_threaded=True) == 768
+    monkeypatch.setattr(numpy_blas, "openblas_threads", lambda: 1)
+    assert columns(8, 768, 768, np.float32, unless_threaded=True) == 162
+    monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: 0)
+    assert columns(8, 768, 768, np.float32) == 768

@@ -916,15 +916,15 @@ def small_product_session(monkeypatch, case, rows_per_band, *, bias=True, limit=
     columns), bands of any width allowed; returns (session, plan, w, b)."""
     x_shape, w_shape, attrs = SMALL_PRODUCT_CASES[case]
     w, b = r(*w_shape), r(w_shape[0]) if bias else None
-    monkeypatch.setattr(numpy_conv, "SMALL_GEMM_COLUMNS", 1)
+    monkeypatch.setattr(numpy_blas, "SMALL_PRODUCT_COLUMNS", 1)
     if limit is None:
-        monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: 0)
+        monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: 0)
         (whole,) = conv_plans(conv_session(x_shape, w, b, attrs=attrs))
         assert len(whole.bands) < 2 and not getattr(whole, "column_bands", None)
         k = whole.rows + whole.bias if not whole.pointwise else w_shape[1] + whole.bias
         columns = 8 if whole.pointwise else whole.row_columns
         limit = rows_per_band * columns * whole.mg * k
-    monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: limit)
+    monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: limit)
     session = conv_session(x_shape, w, b, attrs=attrs)
     (plan,) = conv_plans(session)
     return session, plan, w, b
@@ -959,7 +959,7 @@ def test_conv_small_product_bands_epilogue_and_runtime_weights(monkeypatch, case
     graph inputs (packed on every run)."""
     x_shape, w_shape, attrs = SMALL_PRODUCT_CASES[case]
     _, plan, *_ = small_product_session(monkeypatch, case, 2)  # the bound for 2 rows (or 16 columns)
-    limit = numpy_conv.small_gemm_limit()
+    limit = numpy_blas.small_gemm_limit()
     clip = {**attrs, "activation": "clip", "activation_alpha": -0.5, "activation_beta": 0.75}
     w, b = r(*w_shape), r(w_shape[0])
     x = r(*x_shape)
@@ -973,20 +973,20 @@ def test_conv_small_product_bands_epilogue_and_runtime_weights(monkeypatch, case
         np.testing.assert_allclose(session.run(None, {"x": x, "w": w, "b": b})[0],
                                    reference_conv(x, w, b, **_geometry(x_shape, attrs)), **TOL)
     (plan,) = conv_plans(session)
-    assert plan.weights is None and numpy_conv.small_gemm_limit() == limit
+    assert plan.weights is None and numpy_blas.small_gemm_limit() == limit
     assert len(plan.bands) > 1 or len(plan.column_bands) > 1
 
 
 def test_conv_small_product_rule(monkeypatch):
-    """Which convs cut their products: float32 ones with 2 to SMALL_GEMM_OUTPUTS outputs per group,
-    in bands at least SMALL_GEMM_COLUMNS wide; none where the BLAS has no such kernel."""
+    """Which convs cut their products: float32 ones with 2 to SMALL_PRODUCT_ROWS outputs per group,
+    in bands at least SMALL_PRODUCT_COLUMNS wide; none where the BLAS has no such kernel."""
     def plan_of(x_shape, w_shape, attrs=None, dtype=np.float32):
         (plan,) = conv_plans(conv_session(x_shape, r(*w_shape, dtype=dtype), r(w_shape[0], dtype=dtype),
                                           attrs=attrs))
         return plan
 
     three = {"pads": [1, 1, 1, 1]}
-    monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: 100 ** 3)
+    monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: 100 ** 3)
     # ResNet@224's 16 -> 16 3x3 at 56x56: (16 x 145) @ (145 x 431) per band of the widened grid's 3248 columns
     assert len(plan_of((1, 16, 56, 56), (16, 16, 3, 3), three).bands) == 8
     assert len(plan_of((1, 16, 112, 112), (16, 16, 1, 1)).column_bands) == 4  # 3906 columns a band
@@ -996,7 +996,7 @@ def test_conv_small_product_rule(monkeypatch):
     assert len(plan_of((1, 16, 112, 112), (64, 16, 1, 1)).column_bands) == 0  # 64 outputs
     assert len(plan_of((1, 16, 56, 56), (16, 16, 3, 3), three, np.float64).bands) == 2  # IM2COL_BAND_BYTES' only
     assert len(plan_of((1, 16, 16, 16), (16, 16, 3, 3), three).bands) == 1  # all 288 columns within the bound
-    monkeypatch.setattr(numpy_conv, "small_gemm_limit", lambda: 0)
+    monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: 0)
     assert len(plan_of((1, 16, 56, 56), (16, 16, 3, 3), three).bands) == 1
     assert len(plan_of((1, 16, 112, 112), (16, 16, 1, 1)).column_bands) == 0
 
@@ -1009,6 +1009,7 @@ def test_blas_core_found():
     if "openblas" in blas_name.lower():
         assert core, "numpy uses OpenBLAS, but its core name was not found"
         assert numpy_blas.describe() == f"OpenBLAS {core}"
+        assert numpy_blas.openblas_threads() >= 1
     expected = numpy_blas.SMALL_GEMM_MNK if core and core.lower() in numpy_blas.SMALL_GEMM_CORES else 0
     assert numpy_blas.small_gemm_limit() == expected
 
