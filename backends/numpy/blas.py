@@ -64,19 +64,19 @@ def openblas_threads() -> int | None:
 
 
 def _openblas_libraries() -> list[Path]:
-    """OpenBLAS libraries this process has loaded (Linux: /proc/self/maps), else the ones numpy's
-    wheel ships next to it."""
+    """OpenBLAS libraries this process has loaded (Linux: /proc/self/maps), numpy's own first (scipy
+    may have loaded another), else the ones numpy's wheel ships next to it."""
+    root = Path(np.__file__).parent
+    numpy_dirs = (root.parent / "numpy.libs", root / ".dylibs", root)
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         maps = ""
-    loaded = sorted({Path(p) for p in re.findall(r"(/\S*openblas\S*\.(?:so|dylib)\S*)", maps)})
-    if loaded:
-        return loaded
-    root = Path(np.__file__).parent
-    shipped = [*root.parent.glob("numpy.libs/*openblas*"), *root.glob(".dylibs/*openblas*")]
-    return sorted(p for p in shipped if p.suffix in (".so", ".dylib", ".dll") or ".so." in p.name) \
-        if sys.platform != "win32" else []
+    loaded = {Path(p) for p in re.findall(r"(/\S*openblas\S*\.(?:so|dylib)\S*)", maps)}
+    if not loaded and sys.platform != "win32":
+        loaded = {p for d in numpy_dirs[:2] for p in d.glob("*openblas*")
+                  if p.suffix in (".so", ".dylib") or ".so." in p.name}
+    return sorted(loaded, key=lambda p: (not any(d in p.parents for d in numpy_dirs), str(p)))
 
 
 def small_gemm_limit() -> int:

@@ -5,6 +5,7 @@ reference (math.erf, a direct numpy convolution, onnxruntime), across runs with 
 across resizes."""
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -1012,6 +1013,17 @@ def test_blas_core_found():
         assert numpy_blas.openblas_threads() >= 1
     expected = numpy_blas.SMALL_GEMM_MNK if core and core.lower() in numpy_blas.SMALL_GEMM_CORES else 0
     assert numpy_blas.small_gemm_limit() == expected
+
+
+def test_blas_numpy_library_first():
+    """With another OpenBLAS loaded too (scipy's), numpy's own comes first: its thread count is
+    the one numpy's products run on."""
+    pytest.importorskip("scipy.linalg")
+    libraries = numpy_blas._openblas_libraries()
+    if not libraries:
+        pytest.skip("numpy's BLAS is not an OpenBLAS found here")
+    numpy_root = Path(np.__file__).parent
+    assert any(d in libraries[0].parents for d in (numpy_root, numpy_root.parent / "numpy.libs"))
 
 
 # ------------------------------------------------------------------------------ ConvTranspose
