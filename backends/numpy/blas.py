@@ -4,8 +4,9 @@ OpenBLAS picks its kernels at load time for the CPU it finds (its "core", e.g. S
 Zen). On some cores its sgemm has a second kernel for small products, which takes no packing
 copies: on this project's Xeon (SkylakeX kernels, OpenBLAS 0.3.31), a product of M x K by K x N
 with few rows M (8 or 16) runs at 110-120 GFLOP/s while M * N * K stays within 100^3, and at
-40-60 GFLOP/s past it (docs/performance.md, "Convs in small products"). Conv plans cut their
-im2col products to that size where that pays (conv.py, _band_rows).
+40-60 GFLOP/s past it (docs/performance.md, "Convs in small products"). Conv plans (conv.py,
+_band_rows) and the MatMul kernel cut their products to that size where that pays
+(small_product_columns, matmul_in_bands).
 """
 from __future__ import annotations
 
@@ -104,6 +105,15 @@ def small_product_columns(rows: int, depth: int, columns: int, dtype, *, unless_
         return columns
     band = limit // (rows * depth)
     return band if SMALL_PRODUCT_COLUMNS <= band < columns else columns
+
+
+def matmul_in_bands(a: np.ndarray, b: np.ndarray, out: np.ndarray, column_bands: list[slice]) -> None:
+    """out = a @ b, one product per band of columns where there are bands (small_product_columns)."""
+    if not column_bands:
+        np.matmul(a, b, out=out)
+        return
+    for columns in column_bands:
+        np.matmul(a, b[..., columns], out=out[..., columns])
 
 
 def describe() -> str:

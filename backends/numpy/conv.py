@@ -22,8 +22,8 @@ so fewer calls is what makes this fast.
   copied and multiplied while it is still in cache (_ConvPlan._bind_bands; with stride phases
   _bind_phase_bands, whose rows then span a band instead of a whole phase grid).
 - Where numpy's BLAS has a faster kernel for small products (backends/numpy/blas.py), convs with
-  few outputs per group cut their product to its size: im2col bands, and pointwise convs' products
-  in bands of columns (_band_rows).
+  few outputs per group cut their product to its size: im2col bands (_band_rows), and pointwise
+  convs' products in bands of columns.
 - A 1-D or 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of
   channels at a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk
   on buffers that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
@@ -48,7 +48,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
 from . import blas
-from .blas import small_product_columns
+from .blas import matmul_in_bands, small_product_columns
 from .elementwise import apply_unary, unary_into
 from .kernel import numpy_kernel
 
@@ -279,7 +279,7 @@ class _ConvPlan:
             self.cols_shape = (n, group, cg + 1, pixels)
             self.sizes = (0, math.prod(self.cols_shape) if self.bias else 0, 0)
             # Products cut into bands of columns where the BLAS's small-product kernel pays.
-            band = _band_rows(pixels, 1, 0, mg, cg + self.bias, dtype)
+            band = small_product_columns(mg, cg + self.bias, pixels, dtype)
             self.column_bands = [slice(first, end) for first, end in _bands(pixels, band)] if band < pixels else []
         elif self.phased:
             self.bias = has_bias
@@ -756,7 +756,7 @@ def conv(ex, inputs, outputs):
     if plan.pointwise and not plan.bias:
         if weights is None:
             weights = w.reshape(plan.weights_shape)
-        _matmul_in_bands(weights, x.reshape(plan.x_shape), out.reshape(plan.y_shape), plan.column_bands)
+        matmul_in_bands(weights, x.reshape(plan.x_shape), out.reshape(plan.y_shape), plan.column_bands)
         if b is not None:
             np.add(out, b.reshape(plan.bias_shape), out=out)
         src = out
@@ -786,7 +786,7 @@ def conv(ex, inputs, outputs):
                 np.matmul(weights, cols, out=result[..., columns])
             src = out if plan.valid is None else plan.wide
         elif plan.pointwise:
-            _matmul_in_bands(weights, plan.cols, out.reshape(plan.y_shape), plan.column_bands)
+            matmul_in_bands(weights, plan.cols, out.reshape(plan.y_shape), plan.column_bands)
             src = out
         elif plan.valid is None:
             np.matmul(weights, plan.cols, out=out.reshape(plan.y_shape))
@@ -801,15 +801,6 @@ def conv(ex, inputs, outputs):
         plan.kind(src, out)
     elif src is not out:
         np.copyto(out, src)
-
-
-def _matmul_in_bands(weights: np.ndarray, x: np.ndarray, out: np.ndarray, column_bands: list[slice]) -> None:
-    """out = weights @ x, one product per band of columns where there are bands (_band_rows)."""
-    if not column_bands:
-        np.matmul(weights, x, out=out)
-        return
-    for columns in column_bands:
-        np.matmul(weights, x[..., columns], out=out[..., columns])
 
 
 def _conv_any(ex, x, w, b=None, residual=None) -> np.ndarray:

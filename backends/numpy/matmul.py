@@ -5,14 +5,14 @@ Where the product has the output's shape and type (no perm_y, no split_y, both o
 2-D: decided at resize), it goes straight into the step's output (np.matmul's out=), and alpha,
 the bias, the residual and Relu/Clip apply there in place: no array of the output's size per run
 and no copy of it into the output. Otherwise the product is an array of its own, copied (permuted
-or split) into the outputs. Direct products of a few rows go in bands of columns where numpy's
-BLAS runs them faster so (blas.small_product_columns). Shape inference guarantees that the bias
-broadcasts onto Y without enlarging it and that the residual has Y's shape."""
+or split) into the outputs. A direct product of a few rows is cut into bands of columns where
+numpy's BLAS runs such pieces faster (blas.small_product_columns). Shape inference guarantees that
+the bias broadcasts onto Y without enlarging it and that the residual has Y's shape."""
 from __future__ import annotations
 
 import numpy as np
 
-from .blas import small_product_columns
+from .blas import matmul_in_bands, small_product_columns
 from .conv import epilogue
 from .elementwise import unary_into
 from .kernel import numpy_kernel
@@ -71,12 +71,9 @@ def matmul(ex, inputs, outputs):
     if attrs["trans_b"] and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
     out = outputs[0]
-    if ex.state["column_bands"]:
-        for columns in ex.state["column_bands"]:
-            np.matmul(a, b[..., columns], out=out[..., columns])
+    if ex.state["direct"]:
+        matmul_in_bands(a, b, out, ex.state["column_bands"])
         y = out
-    elif ex.state["direct"]:
-        y = np.matmul(a, b, out=out)
     else:
         y = np.asarray(np.matmul(a, b))  # 1-D @ 1-D gives a numpy scalar
         if not y.flags.writeable or y.base is not None:
