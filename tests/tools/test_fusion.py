@@ -257,6 +257,18 @@ def test_pad_that_conv_padding_cannot_express_stays(mode, pads, fill):
     check(build([pad, conv], {"x": [1, 3, 5, 5]}, ["y"], inits, opset=18), {"x": r(1, 3, 5, 5)}, ["Pad", "Conv"])
 
 
+def test_zero_pad_before_a_conv_with_malformed_pads():
+    """A Conv whose pads have the wrong length keeps its Pad through the optimizer (found by the
+    fuzzer: the fold read past the list), and the session names the Conv and its pads."""
+    pad = helper.make_node("Pad", ["x", "pads"], ["p"], mode="constant")
+    conv = helper.make_node("Conv", ["p", "w"], ["y"], pads=[0, 0, 0])
+    inits = {"w": r(2, 3, 3, 3), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    converted = wgnn.convert(build([pad, conv], {"x": [1, 3, 5, 5]}, ["y"], inits, opset=18))
+    assert [n.op_type for n in converted.graph.nodes] == ["Pad", "Conv"]
+    with pytest.raises(wgnn.ShapeError, match=r"Conv node .*pads \[0, 0, 0\] should have 4 entries"):
+        wgnn.InferenceSession(converted, providers=["numpy"]).run(None, {"x": r(1, 3, 5, 5)})
+
+
 # ------------------------------------------------------- more activations in conv/matmul epilogues
 @pytest.mark.parametrize(("op", "attrs", "opset"), [
     ("Gelu", {}, 20), ("Gelu", {"approximate": "tanh"}, 20), ("Elu", {"alpha": 0.7}, 17),

@@ -233,6 +233,8 @@ def fold_zero_pad_into_conv(graph: Graph) -> None:
             continue
         rank = weight.ndim - 2
         own = list(conv.attrs.get("pads") or [0] * (2 * rank))
+        if len(own) != 2 * rank:  # malformed: left for shape inference to report on the Conv
+            continue
         conv.attrs["pads"] = [own[i] + spatial[i][0] for i in range(rank)] + \
                              [own[rank + i] + spatial[i][1] for i in range(rank)]
         conv.inputs = [pad.input(0), *conv.inputs[1:]]
