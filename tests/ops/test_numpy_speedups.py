@@ -304,13 +304,17 @@ def test_conv_float64_and_float16():
     np.testing.assert_allclose(got, reference_conv(x16, w16, b16, pads=[1, 1, 1, 1]), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("resident", [0, None])
 @pytest.mark.parametrize("case", ["widened_3x3", "row_stride_plain", "groups_batch", "pointwise_expand",
-                                  "conv3d_widened"])
-def test_conv_shared_scratch(monkeypatch, case):
-    """Buffers past RESIDENT_BYTES live in the backend's scratch, laid out (and the padding zeroed)
-    on every run; two convolutions in a row share it."""
-    monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", 0)
-    x_shape, w_shape, attrs = CONV_CASES[case]
+                                  "conv3d_widened", "phased_regular_batch"])
+def test_conv_shared_scratch(monkeypatch, case, resident):
+    """Im2col and result buffers live in the backend's scratch, laid out on every run; two
+    convolutions in a row share it. The padded input stays the plan's own, its zero border
+    written once, up to RESIDENT_BYTES (resident=None: the default); past it (0) it is in the
+    scratch too, and its padding is zeroed on every run."""
+    if resident is not None:
+        monkeypatch.setattr(numpy_conv, "RESIDENT_BYTES", resident)
+    x_shape, w_shape, attrs = CONV_CASES.get(case) or PHASE_CASES[case.removeprefix("phased_")][:3]
     w1, b1 = r(*w_shape), r(w_shape[0])
     group = attrs.get("group", 1)
     w2, b2 = r(2 * group, w_shape[0] // group, *w_shape[2:]), r(2 * group)
@@ -333,6 +337,15 @@ def test_conv_shared_scratch(monkeypatch, case):
     plans = conv_plans(session)
     assert len(plans) == 2 and all(p.shared == (p.nbytes > 0) for p in plans) and plans[0].shared
     assert session.session.backends[0].scratch_bytes == max(p.nbytes for p in plans)
+    assert plans[0].phased == case.startswith("phased")
+    for plan in plans:
+        if plan.pointwise:  # no padded input
+            continue
+        assert (plan.first is not None) == (resident is None)
+        if plan.first is not None:  # the padded input (and its zero border) outside the scratch
+            padded = plan.buffer if not plan.phased else plan.fills[0][0]
+            assert np.shares_memory(padded, plan.first)
+            assert not np.shares_memory(plan.first, session.session.backends[0]._scratch)
 
 
 def test_conv_empty_batch_takes_the_general_path():
