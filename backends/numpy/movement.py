@@ -7,18 +7,18 @@ import numpy as np
 from ...engine.errors import InputError
 from ...engine.ops.base import InferContext
 from ...engine.ops.pad import axis_pads
-from ...engine.ops.slicing import normalize_indices
 from .kernel import numpy_kernel
 
 
-@numpy_kernel("Gather")
-def gather(ex, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+@numpy_kernel("Gather", writes_outputs=True)
+def gather(ex, inputs, outputs):
+    data, indices = inputs
     axis = ex.attrs["axis"] % data.ndim
-    normalized = normalize_indices(indices, data.shape[axis])
-    if normalized is None:
+    try:  # numpy's take counts negative indices from the end, as ONNX does, and rejects the rest
+        np.take(data, indices, axis=axis, out=outputs[0])
+    except IndexError:
         raise InputError(f"{ex.step.label}: indices must lie in [{-data.shape[axis]}, {data.shape[axis]}) "
-                         f"for axis {axis}, got values from {indices.min()} to {indices.max()}")
-    return np.take(data, normalized, axis=axis)
+                         f"for axis {axis}, got values from {indices.min()} to {indices.max()}") from None
 
 
 @numpy_kernel("Pad")

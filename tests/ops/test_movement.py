@@ -302,9 +302,11 @@ def test_gather_runtime_and_many_indices():
 def test_gather_out_of_range():
     with pytest.raises(wgnn.ShapeError, match="out of range"):
         run_only("Gather", [rand(3, 4), ints(3)])
-    model = make_model("Gather", [rand(3, 4), np.array([0], np.int64)])
-    with pytest.raises(wgnn.InputError, match="indices"):
-        run_wgnn(model, {"in0": rand(3, 4), "in1": np.array([7], np.int64)})
+    model = make_model("Gather", [rand(3, 4), np.array([0, 0], np.int64)])
+    with pytest.raises(wgnn.InputError, match=r"indices must lie in \[-3, 3\) for axis 0, got values from 0 to 7"):
+        run_wgnn(model, {"in0": rand(3, 4), "in1": np.array([0, 7], np.int64)})
+    with pytest.raises(wgnn.InputError, match=r"got values from -4 to 2"):  # past the negative end
+        run_wgnn(model, {"in0": rand(3, 4), "in1": np.array([2, -4], np.int64)})
 
 
 # ---------------------------------------------------------------------------- Identity/Dropout
