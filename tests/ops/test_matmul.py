@@ -2,7 +2,8 @@
 C broadcast, opsets 7..13)."""
 import numpy as np
 import pytest
-from helpers import Const, check_op, make_model
+from helpers import Const, check_op, make_model, reference_outputs, session_for
+from wgnn.backends.numpy import blas as numpy_blas
 
 import wgnn
 
@@ -98,9 +99,6 @@ def test_matmul_small_products_in_column_bands(monkeypatch, a_shape, b_shape, ge
     """Where numpy's BLAS runs small products faster (blas.small_gemm_limit) on one OpenBLAS
     thread, a product of a few rows goes in bands of columns, each within the bound (here 16
     columns a band); the same results as the references'."""
-    from helpers import reference_outputs, session_for
-    from wgnn.backends.numpy import blas as numpy_blas
-
     rows, depth = (a_shape[-1], a_shape[-2]) if gemm and gemm.get("transA") else a_shape[-2:]
     columns = b_shape[-2] if gemm and gemm.get("transB") else b_shape[-1]
     monkeypatch.setattr(numpy_blas, "SMALL_PRODUCT_COLUMNS", 1)
@@ -129,8 +127,6 @@ def test_small_product_rule(monkeypatch):
     """blas.small_product_columns: columns per band within the bound, else all of them (one
     product): for a single row, past SMALL_PRODUCT_ROWS rows, bands under SMALL_PRODUCT_COLUMNS,
     other dtypes, several OpenBLAS threads when asked, or no small-product kernel."""
-    from wgnn.backends.numpy import blas as numpy_blas
-
     monkeypatch.setattr(numpy_blas, "small_gemm_limit", lambda: 100 ** 3)
     monkeypatch.setattr(numpy_blas, "openblas_threads", lambda: 2)
     columns = numpy_blas.small_product_columns
