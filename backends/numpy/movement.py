@@ -14,11 +14,13 @@ from .kernel import numpy_kernel
 def gather(ex, inputs, outputs):
     data, indices = inputs
     axis = ex.attrs["axis"] % data.ndim
-    try:  # numpy's take counts negative indices from the end, as ONNX does, and rejects the rest
-        np.take(data, indices, axis=axis, out=outputs[0])
-    except IndexError:
-        raise InputError(f"{ex.step.label}: indices must lie in [{-data.shape[axis]}, {data.shape[axis]}) "
-                         f"for axis {axis}, got values from {indices.min()} to {indices.max()}") from None
+    dim = data.shape[axis]
+    if indices.size and (indices.min() < -dim or indices.max() >= dim):
+        raise InputError(f"{ex.step.label}: indices must lie in [{-dim}, {dim}) for axis {axis}, "
+                         f"got values from {indices.min()} to {indices.max()}")
+    # Within [-dim, dim) wrapping counts negative indices from the end, as ONNX does. (take's
+    # checking mode would copy the whole result through a buffer of its own on every run.)
+    np.take(data, indices, axis=axis, out=outputs[0], mode="wrap")
 
 
 @numpy_kernel("Pad")
