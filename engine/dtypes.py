@@ -29,6 +29,17 @@ ONNX_DTYPES: dict[int, str] = {
 }
 DTYPE_TO_ONNX = {name: code for code, name in ONNX_DTYPES.items()}
 
+
+def onnx_type_name(code: int) -> str:
+    """The ONNX name of a TensorProto.DataType number ("FLOAT8E4M3FN"), or "code N" where this
+    onnx package knows none (a newer or corrupt model)."""
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"code {code}"
+
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"})
 

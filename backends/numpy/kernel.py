@@ -1,6 +1,7 @@
 """Registration of numpy kernels: one function per op type, next to its code."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -38,8 +39,12 @@ class NumpyExecution(Execution):
         self.fn = fn
         self.state: dict = {}  # per-resize prepared data (repacked weights, index tables)
         self.outputs: list[np.ndarray] | None = None  # the step's output arrays, when all are pooled
+        self.nothing_to_compute = False
 
     def prepare(self) -> None:
+        # Outputs without elements: nothing to compute. numpy's matmul would still loop over the
+        # batch dims of empty operands, 2^31 of them in (2147483647, 0, 8) @ (8, 8): seconds.
+        self.nothing_to_compute = all(math.prod(spec.shape) == 0 for spec in self.step.output_specs)
         if self.fn.prepare is not None:
             self.fn.prepare(self)
         # Pooled outputs are fixed views of the arena for this resize: looked up once here, not
@@ -62,6 +67,8 @@ class NumpyExecution(Execution):
         return "; ".join(parts) or "numpy"
 
     def run(self, inputs, outputs) -> None:
+        if self.nothing_to_compute:
+            return
         fn = self.fn
         if fn.writes_outputs:
             fn(self, inputs, outputs)

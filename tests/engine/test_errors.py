@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from wgnn.engine.errors import InputError, ModelError, ShapeError, UnsupportedOpError
+from wgnn.engine.errors import InputError, ModelError, ShapeError, UnsupportedOpError, WgnnError
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
 from wgnn.models.format import model_to_bytes, save_model
 
@@ -107,6 +107,29 @@ def test_onnx_model_with_unsupported_ops_lists_each_type_with_counts():
         assert expected in message, message
     assert "Relu" not in message
     assert info.value.op_counts == {"WgnnNoSuchOpA": 3, "WgnnNoSuchOpB": 1, "com.example.Custom": 1}
+
+
+@pytest.mark.parametrize(("code", "name"), [(TensorProto.FLOAT8E4M3FN, "FLOAT8E4M3FN"), (250, "code 250")])
+@pytest.mark.parametrize("where", ["input", "output", "initializer"])
+def test_onnx_element_type_wgnn_lacks_is_named(where, code, name):
+    """An element type wgnn has no dtype for, known to the onnx package or not (a newer or corrupt
+    file: the fuzzer found a graph output of type 32), is a typed error naming the tensor."""
+    vi = helper.make_tensor_value_info
+    x = vi("x", code if where == "input" else TensorProto.FLOAT, [2])
+    y = vi("y", code if where == "output" else TensorProto.FLOAT, [2])
+    initializers = []
+    if where == "initializer":
+        initializers = [helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])]
+        initializers[0].data_type = code
+    nodes = [helper.make_node("Add", ["x", "w" if initializers else "x"], ["y"], name="add")]
+    model = onnx_model(nodes, [x], [y], initializers)
+    expected = {"input": f'tensor "x" has element type {name},', "output": f'tensor "y" has element type {name},',
+                "initializer": f'initializer "w" has unsupported ONNX data type {name}'}[where]
+    if where == "initializer" and code == 250:  # onnx's checker refuses it first, naming the tensor
+        expected = "Unrecognized data_type (tensor name: w): 250"
+    with pytest.raises(WgnnError) as info:
+        wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    assert expected in str(info.value)
 
 
 # ------------------------------------------------------------------------------------- feeds

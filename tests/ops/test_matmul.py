@@ -123,6 +123,29 @@ def test_matmul_small_products_in_column_bands(monkeypatch, a_shape, b_shape, ge
     assert prepared(2) == []  # several OpenBLAS threads: one product (on all of them)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "wgpu"])
+def test_empty_output_computes_nothing(monkeypatch, backend):
+    """A step whose outputs have no elements runs no kernel: numpy's matmul loops over the batch
+    dims of empty operands, and the fuzzer's (2147483647, 0, 8) @ (8, 8) took seconds in it. The
+    empty result has the right shape, and a non-empty run still multiplies."""
+    from wgnn.backends.numpy import matmul as numpy_matmul
+
+    products = []
+    counted = numpy_matmul.matmul_in_bands
+    monkeypatch.setattr(numpy_matmul, "matmul_in_bands", lambda *args: (products.append(1), counted(*args)))
+    w = r(8, 5)
+    model = make_model("MatMul", [r(2, 3, 8), Const(w)], opset=13)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "M"
+    session = session_for(wgnn.convert(model), backend)
+    (empty,) = session.run(None, {"in0": np.zeros((2 ** 31 - 1, 0, 8), np.float32)})
+    assert empty.shape == (2 ** 31 - 1, 0, 5) and not products
+    x = r(2, 3, 8)
+    (y,) = session.run(None, {"in0": x})
+    np.testing.assert_allclose(y, x @ w, **TOL)
+    assert products or backend != "numpy"
+
+
 def test_small_product_rule(monkeypatch):
     """blas.small_product_columns: columns per band within the bound, else all of them (one
     product): for a single row, past SMALL_PRODUCT_ROWS rows, bands under SMALL_PRODUCT_COLUMNS,

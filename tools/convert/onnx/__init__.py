@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ....engine.dtypes import ONNX_DTYPES
+from ....engine.dtypes import ONNX_DTYPES, onnx_type_name
 from ....engine.errors import ConversionError, ModelError, UnsupportedOpError, WgnnError
 from ....engine.graph import Graph, Model, TensorInfo
 from ....models.verify import DEFAULT_LIMITS, Limits, check_dims, verify_graph
@@ -274,10 +274,8 @@ def _value_info(vi) -> TensorInfo:
         raise ConversionError(f'tensor "{vi.name}" is a {vi.type.WhichOneof("value")}; wgnn runs tensors only')
     ttype = vi.type.tensor_type
     if ttype.elem_type and ttype.elem_type not in ONNX_DTYPES:
-        import onnx
-
-        raise ConversionError(f'tensor "{vi.name}" has element type '
-                              f"{onnx.TensorProto.DataType.Name(ttype.elem_type)}, which wgnn does not support")
+        raise ConversionError(f'tensor "{vi.name}" has element type {onnx_type_name(ttype.elem_type)}, '
+                              "which wgnn does not support")
     dtype = ONNX_DTYPES.get(ttype.elem_type) if ttype.elem_type else None
     shape = None
     if ttype.HasField("shape"):
@@ -295,7 +293,8 @@ def tensor_to_numpy(tensor, base_dir: Path | None, limits: Limits | None = None)
 
         return load_external(tensor, base_dir, limits)
     if tensor.data_type not in ONNX_DTYPES:
-        raise ConversionError(f'initializer "{tensor.name}" has unsupported ONNX data type {tensor.data_type}')
+        raise ConversionError(f'initializer "{tensor.name}" has unsupported ONNX data type '
+                              f"{onnx_type_name(tensor.data_type)}")
     dims = tuple(int(d) for d in tensor.dims)
     check_dims(dims, what=f'initializer "{tensor.name}"', origin="ONNX model", limits=limits or DEFAULT_LIMITS)
     try:

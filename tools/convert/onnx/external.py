@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import numpy as np
 
-from ....engine.dtypes import ONNX_DTYPES
+from ....engine.dtypes import ONNX_DTYPES, onnx_type_name
 from ....engine.errors import ModelError
 from ....models.verify import DEFAULT_LIMITS, Limits, check_dims
 
@@ -74,7 +74,7 @@ def locate_external(tensor, base_dir: Path | None, limits: Limits | None = None)
         raise ModelError(f"{label}: external data file {location!r} ({path}) not found or not a regular file")
     if tensor.data_type not in ONNX_DTYPES:
         raise ModelError(f"{label}: external data (file {location!r}) has unsupported ONNX data type "
-                         f"{tensor.data_type}")
+                         f"{onnx_type_name(tensor.data_type)}")
     dims = tuple(int(d) for d in tensor.dims)
     check_dims(dims, what=f"{label} (external data in {location!r})", origin="ONNX model",
                limits=limits or DEFAULT_LIMITS)

@@ -5,18 +5,9 @@ DequantizeLinear. Opset forms: 10 per tensor (axis 1 by default), 13 adds `axis`
 then turns QuantizeLinear -> DequantizeLinear pairs into FakeQuantize."""
 from __future__ import annotations
 
-from ....engine.dtypes import FLOAT_DTYPES, ONNX_DTYPES
+from ....engine.dtypes import FLOAT_DTYPES, ONNX_DTYPES, onnx_type_name
 from ....engine.ops.quant import QUANT_RANGES
 from .table import onnx_op
-
-
-def _type_name(code: int) -> str:
-    from onnx import TensorProto
-
-    try:
-        return TensorProto.DataType.Name(code)
-    except ValueError:
-        return f"type {code}"
 
 
 def _dtype_attr(ctx, node, name: str, allowed, what: str) -> str:
@@ -26,7 +17,7 @@ def _dtype_attr(ctx, node, name: str, allowed, what: str) -> str:
         return ""
     dtype = ONNX_DTYPES.get(code)
     if dtype not in allowed:
-        raise ctx.fail(f"{name} {_type_name(code)} is not supported: wgnn {what} {sorted(allowed)} "
+        raise ctx.fail(f"{name} {onnx_type_name(code)} is not supported: wgnn {what} {sorted(allowed)} "
                        "(float8, float4 and int4/int2 quantization are not)")
     return dtype
 
