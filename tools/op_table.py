@@ -346,6 +346,8 @@ def _counts() -> dict[str, int]:
 def tally(report: dict, converted: set[str]) -> dict:
     """Counts from the node cases: per target over all of them and over the one-node cases of
     converted ops, per (op, target), node cases per op, and unconverted op types by case count."""
+    from .convert.onnx.functions import schema_function
+
     node_cases = [c for c in report["cases"] if c.get("source") == "node"]
     targets = report["targets"]
     totals = {t: _counts() for t in targets}
@@ -353,6 +355,8 @@ def tally(report: dict, converted: set[str]) -> dict:
     per_op: dict[str, dict[str, dict[str, int]]] = {}
     cases_per_op: Counter = Counter()
     unconverted: Counter = Counter()
+    expanded = {o for c in node_cases for o in c.get("ops", []) if o not in converted and schema_function(o)}
+    converted = converted | expanded
     for case in node_cases:
         op = case.get("op")
         if op in converted:
@@ -367,7 +371,8 @@ def tally(report: dict, converted: set[str]) -> dict:
                 converted_totals[target][outcome] += 1
                 per_op.setdefault(op, {}).setdefault(target, _counts())[outcome] += 1
     return {"cases": len(node_cases), "totals": totals, "converted_totals": converted_totals, "per_op": per_op,
-            "cases_per_op": cases_per_op, "unconverted": dict(sorted(unconverted.items(), key=lambda i: i[0].lower()))}
+            "cases_per_op": cases_per_op, "expanded": sorted(expanded),
+            "unconverted": dict(sorted(unconverted.items(), key=lambda i: i[0].lower()))}
 
 
 # -------------------------------------------------------------------------------- rendering
@@ -455,6 +460,8 @@ def render(report: dict, mappings: dict[str, Mapping], kernels: dict, *, command
         "- **fail**: an output differs. **error**: an exception while converting or running.",
         "- **unsupported**: the case uses an op type wgnn does not convert, or a form the converter refuses "
         "on purpose (training mode, bfloat16/float8/int4/string tensors, sequences, ...). Not a failure.",
+        "- **one-node tests of converted ops** include the ops wgnn expands into their ONNX function bodies "
+        "(listed after the converted ones).",
         "",
         "See [conformance.md](conformance.md) for the comparison rule and `wgnn conform`.",
         "",
@@ -484,6 +491,16 @@ def render(report: dict, mappings: dict[str, Mapping], kernels: dict, *, command
     if untested:
         lines += ["", f"Converted ops without a one-node node test ({len(untested)}): {', '.join(untested)}. "
                   "wgnn's own op cases (`wgnn conform --sources own`) cover every converted op."]
+    lines += ["", "## ONNX ops expanded into their ONNX function bodies", "",
+              f"{len(counts['expanded'])} op types that ONNX defines as functions of other ops, which wgnn has no "
+              "converter of its own for: the converter replaces each node by the ops of its body "
+              "(`tools/convert/onnx/functions.py`), and those run as converted above. Model-local functions are "
+              "expanded the same way.", "",
+              "| ONNX op | node tests | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for op in counts["expanded"]:
+        per_target = counts["per_op"].get(op, {})
+        lines.append(f"| {op} | {counts['cases_per_op'].get(op, 0)} | "
+                     + " | ".join(_cell(per_target.get(t)) for t in ids) + " |")
     lines += ["", "## IR ops", "",
               "| IR op | family | numpy | GPU | from ONNX ops |", "|---|---|---|---|---|"]
     sources: dict[str, list[str]] = {}

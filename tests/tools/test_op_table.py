@@ -38,6 +38,7 @@ def fake_json(tmp_path_factory) -> Path:
         case("test_cast_bfloat16", "Cast", ["Cast"], "unsupported", "unsupported"),
         case("test_mish_expanded", "Mish (expanded)", ["Softplus", "Tanh", "Mul"], "pass", "pass"),
         case("test_foo", "FooBar", ["FooBar"], "unsupported", "unsupported"),
+        case("test_swish", "Swish", ["Swish"], "pass", "fallback"),  # expanded into its ONNX function body
         case("test_foo_seq", "FooBar+SequenceAt", ["FooBar", "SequenceAt"], "unsupported", "unsupported"),
         case("Relu_own", "Relu", ["Relu"], "fail", "fail", source="own"),  # not a node test: ignored
     ]
@@ -84,19 +85,21 @@ def test_page_counts_per_op_and_target(page):
     assert row(page, "Add")[4:] == ["1", "0/0/1/0/0", "0/0/0/1/0"]
     assert row(page, "Cast")[4:] == ["1", "0/0/0/0/1", "0/0/0/0/1"]
     assert row(page, "Softplus")[4:] == ["0", "—", "—"]  # only inside an expanded test
-    assert "| numpy | all node tests | 3 | 0 | 1 | 0 | 3 | 7 |" in page
-    assert "| wgpu:0 (Vulkan) | all node tests | 2 | 1 | 0 | 1 | 3 | 7 |" in page
-    assert "| wgpu:0 (Vulkan) | one-node tests of converted ops | 1 | 1 | 0 | 1 | 1 | 4 |" in page
+    assert "| numpy | all node tests | 4 | 0 | 1 | 0 | 3 | 8 |" in page
+    assert "| wgpu:0 (Vulkan) | all node tests | 2 | 2 | 0 | 1 | 3 | 8 |" in page
+    assert "| wgpu:0 (Vulkan) | one-node tests of converted ops | 1 | 2 | 0 | 1 | 1 | 5 |" in page
+    expanded = page.split("## ONNX ops expanded into their ONNX function bodies", 1)[1].split("\n## ", 1)[0]
+    assert "1 op types" in expanded and "| Swish | 1 | 1/0/0/0/0 | 0/1/0/0/0 |" in expanded
 
 
 def test_page_header_and_unconverted_ops(page):
     assert "`python -m wgnn.tools.op_table --conform-json" in page
-    assert "(onnx 9.9: 7 cases) on 2026-01-02T03:04:05+00:00 by `wgnn conform --sources node --out fake`" in page
+    assert "(onnx 9.9: 8 cases) on 2026-01-02T03:04:05+00:00 by `wgnn conform --sources node --out fake`" in page
     assert "- `wgpu:0 (Vulkan)`: FakeGPU, Vulkan, adapter type DiscreteGPU, driver fake 1.0" in page
     assert "**fallback**" in page and "**unsupported**" in page
     unconverted = page.split("## ONNX ops in the node tests that wgnn does not convert", 1)[1]
     assert "| FooBar | 2 |" in unconverted and "| SequenceAt | 1 |" in unconverted
-    assert "| Relu |" not in unconverted
+    assert "| Relu |" not in unconverted and "| Swish |" not in unconverted
 
 
 def test_module_entry_point_gives_the_same_page(fake_json, page):

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ...engine.errors import InputError, ModelError
+from ..convert.onnx.functions import DEFAULT_DOMAINS
 
 SUITE_RTOL, SUITE_ATOL = 1e-3, 1e-7  # the ONNX backend suite's tolerances (onnx.backend.test.loader)
 # Whole models accumulate float32 rounding over many layers: outputs near zero need an absolute floor.
 MODEL_RTOL, MODEL_ATOL = 1e-3, 1e-4
 KEYWORDS = ("own", "node", "zoo")
 EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass

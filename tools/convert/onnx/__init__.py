@@ -16,9 +16,8 @@ from ....engine.errors import ConversionError, ModelError, UnsupportedOpError, W
 from ....engine.graph import Graph, Model, TensorInfo
 from ....models.verify import DEFAULT_LIMITS, Limits, check_dims, verify_graph
 from ...progress import progress
+from .functions import DEFAULT_DOMAINS, copy_fields, expand_functions, expandable
 from .table import CONVERTERS, ConvertContext, OnnxNode
-
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def _load_table() -> None:
@@ -65,9 +64,16 @@ def convert_onnx(source, *, origin: str = "", optimize: bool = True, show_progre
         raise ModelError(f"{origin}: the model imports no default-domain opset")
 
     _check_text(proto, origin)
-    _check_supported(proto.graph, origin)
+    calls = expandable(proto, opset, CONVERTERS)
+    _check_supported(proto.graph, origin, calls)
     _check_external(proto.graph, base_dir, origin, limits)
     _check_onnx(proto, origin)
+    if calls:  # ops ONNX defines by other ops, model-local functions: their bodies (onnx.inliner)
+        if proto is source:  # the caller's ModelProto stays as it was
+            proto = onnx.ModelProto()
+            proto.CopyFrom(source)
+        expand_functions(proto, opset, CONVERTERS, origin)
+        _check_supported(proto.graph, origin)
     graph = _convert_graph(proto.graph, opset, origin, base_dir, show_progress, limits)
     if optimize:
         from ..passes import optimize_graph
@@ -132,11 +138,15 @@ def _check_text(proto, origin: str) -> None:
     check(proto.producer_version, "producer version")
 
 
-def _check_supported(graph_proto, origin: str) -> None:
+def _check_supported(graph_proto, origin: str, expandable_calls=frozenset()) -> None:
+    """UnsupportedOpError listing the op types of graph_proto with no converter (and no body to
+    expand them into: expandable_calls), with their node counts."""
     missing: Counter = Counter()
 
     def scan(g):
         for node in g.node:
+            if (node.domain, node.op_type) in expandable_calls:
+                continue
             if node.domain not in DEFAULT_DOMAINS or node.op_type not in CONVERTERS:
                 key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
                 missing[key] += 1
@@ -187,16 +197,7 @@ def _checkable(proto):
     import onnx
 
     light = onnx.ModelProto()
-    for descriptor, value in proto.ListFields():
-        if descriptor.name == "graph":
-            continue
-        target = getattr(light, descriptor.name)
-        if hasattr(target, "extend"):
-            target.extend(value)
-        elif hasattr(target, "CopyFrom"):
-            target.CopyFrom(value)
-        else:
-            setattr(light, descriptor.name, value)
+    copy_fields(proto, light, skip="graph")
     light.graph.CopyFrom(_checkable_graph(proto.graph))
     return light
 
