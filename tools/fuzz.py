@@ -103,7 +103,28 @@ def _small_onnx_models() -> dict:
         "bert": build("bert", vocab=20, hidden=8, heads=2, layers=1, ffn=16),
         "unet": build("unet", size=8, width=2),
         "shape_ops": _shape_ops_model(),
+        "functions": _functions_model(),
     }
+
+
+def _functions_model():
+    """Ops the converter expands into their ONNX function bodies (tools/convert/onnx/functions.py):
+    a causal grouped-query Attention on 3-D inputs, Swish, and a model-local function."""
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    scale = helper.make_function("custom", "Scale", ["a"], ["b"], [
+        helper.make_node("Constant", [], ["k"], value_float=0.5), helper.make_node("Mul", ["a", "k"], ["b"])],
+        [helper.make_opsetid("", 24)])
+    nodes = [helper.make_node("Attention", ["q", "k", "v"], ["y"], q_num_heads=2, kv_num_heads=1, is_causal=1),
+             helper.make_node("Swish", ["y"], ["s"], alpha=1.5),
+             helper.make_node("Scale", ["s"], ["out"], domain="custom")]
+    graph = helper.make_graph(nodes, "functions", [vi("q", TensorProto.FLOAT, [1, 4, 8]),
+                                                   vi("k", TensorProto.FLOAT, [1, 4, 4]),
+                                                   vi("v", TensorProto.FLOAT, [1, 4, 4])],
+                              [vi("out", TensorProto.FLOAT, [1, 4, 8])])
+    return helper.make_model(graph, functions=[scale], opset_imports=[helper.make_opsetid("", 24),
+                                                                       helper.make_opsetid("custom", 1)])
 
 
 def _wgnn_value_positions(data: bytes) -> list[int]:

@@ -339,9 +339,11 @@ def test_shape_inputs_known_at_resize():
         helper.make_node("Shape", ["x"], ["sx"]),  # [n, 6]
         helper.make_node("Shape", ["y"], ["sy"]),  # [1, m]
         helper.make_node("Shape", ["y"], ["m"], start=-1),  # [m]
-        helper.make_node("Reshape", ["x", "sx"], ["r0"]),
-        helper.make_node("Transpose", ["r0"], ["r"]),
         helper.make_node("Slice", ["sx", "zero", "one"], ["n"]),
+        helper.make_node("Slice", ["sx", "one", "two"], ["six"]),
+        helper.make_node("Concat", ["six", "n"], ["flipped"], axis=0),
+        helper.make_node("Reshape", ["x", "flipped"], ["r0"]),  # (6, n): reshaping to Shape(x) would be no step
+        helper.make_node("Transpose", ["r0"], ["r"]),
         helper.make_node("Concat", ["n", "one"], ["n1"], axis=0),
         helper.make_node("Expand", ["y", "n1"], ["e"]),  # (n, m)
         helper.make_node("Tile", ["y", "sx"], ["t"]),  # (n, 6m)
@@ -354,7 +356,8 @@ def test_shape_inputs_known_at_resize():
         helper.make_node("Squeeze", ["u", "axes"], ["q"]),
     ]
     inits = [helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
-             helper.make_tensor("one", TensorProto.INT64, [1], [1])]
+             helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+             helper.make_tensor("two", TensorProto.INT64, [1], [2])]
     graph = helper.make_graph(nodes, "dynamic", [vi("x", TensorProto.FLOAT, ["n", 6]),
                                                  vi("y", TensorProto.FLOAT, [1, "m"])],
                               [vi(name, TensorProto.FLOAT, None) for name in "retspcuq"], inits)

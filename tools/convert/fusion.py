@@ -29,6 +29,7 @@ from .fusion_dwpw import fuse_depthwise_pointwise
 from .fusion_dwpw_expand import fuse_dwpw_expand
 from .fusion_matmul import (
     MATMUL_EPILOGUE_PASSES,
+    fold_operand_scale_into_matmul,
     fold_transpose_into_matmul,
     fuse_attention,
     fuse_erf_gelu,
@@ -316,5 +317,7 @@ FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_ad
                  *MATMUL_EPILOGUE_PASSES, fold_residual_add, fuse_erf_gelu, fuse_activations,
                  swap_resize_pointwise, fuse_depthwise_pointwise, fuse_dwpw_expand, fuse_conv_pointwise,
                  fuse_conv_maxpool,
-                 fuse_globalpool_matmul, fold_transpose_into_matmul, merge_sibling_matmuls, fuse_attention,
+                 # operand scales after fuse_erf_gelu, whose pattern ends in a scale the next MatMul reads
+                 fuse_globalpool_matmul, fold_operand_scale_into_matmul, fold_transpose_into_matmul,
+                 merge_sibling_matmuls, fuse_attention,
                  *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion

@@ -73,6 +73,34 @@ def fold_scale_into_matmul(graph: Graph) -> None:
     _replace(graph, replaced)
 
 
+def fold_operand_scale_into_matmul(graph: Graph) -> None:
+    """MatMul(x * s, b) or MatMul(a, x / s), s a float32 scalar constant and the scaled tensor read
+    by that MatMul alone, reads x and multiplies alpha by s (or 1 / s): the same product, one pass
+    over an operand less (ONNX's Attention body scales Q and K by sqrt(scale) each)."""
+    g = _Graph(graph)
+    for node in list(graph.nodes):
+        if node.op_type != "Binary" or node.attrs.get("kind") not in ("mul", "div") or len(node.inputs) != 2:
+            continue
+        readers = g.readers.get(node.outputs[0], [])
+        if len(readers) != 1 or readers[0].op_type != "MatMul" or node.outputs[0] in g.observed:
+            continue
+        matmul = readers[0]
+        if node.outputs[0] not in matmul.inputs[:2] or matmul.inputs[0] == matmul.inputs[1] \
+                or g.dtype(matmul.outputs[0]) != "float32":
+            continue
+        orders = [node.inputs] if node.attrs["kind"] == "div" else [node.inputs, node.inputs[::-1]]
+        for operand, factor in orders:
+            shape = g.shape(operand)
+            scale = _scalar_constant(g, factor, len(shape)) if shape is not None else None
+            if scale is None or g.shape(node.outputs[0]) != shape or (node.attrs["kind"] == "div" and scale == 0):
+                continue
+            matmul.attrs["alpha"] = float(matmul.attrs.get("alpha", 1.0)) * (1.0 / scale if node.attrs["kind"] == "div"
+                                                                             else scale)
+            matmul.inputs = [operand if name == node.outputs[0] else name for name in matmul.inputs]
+            graph.nodes.remove(node)
+            break
+
+
 def fold_add_into_matmul_bias(graph: Graph) -> None:
     g = _Graph(graph)
     replaced: dict[int, Node] = {}

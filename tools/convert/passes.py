@@ -14,9 +14,10 @@ def optimize_graph(graph: Graph) -> Graph:
     from .fold import fold_constants
     from .fusion import FUSION_PASSES
     from .quant import fold_qdq
+    from .simplify import drop_no_ops
 
     graph.toposort()
-    for fn in (remove_identities, fold_qdq, fold_constants, *FUSION_PASSES, eliminate_dead_code):
+    for fn in (remove_identities, fold_qdq, fold_constants, drop_no_ops, *FUSION_PASSES, eliminate_dead_code):
         fn(graph)
     return graph
 
@@ -42,14 +43,29 @@ def rename_uses(graph: Graph, old: str, new: str) -> None:
 
 def remove_identities(graph: Graph) -> None:
     """Identity (and Dropout in inference) nodes disappear; readers read their input directly.
-    An identity whose output is a graph output stays, so output names are kept."""
+    An identity whose output is a graph output goes too where its input is a node's output that
+    only it reads: that node writes the graph output itself (no copy). Otherwise it stays, so
+    output names are kept."""
+    from .quant import _subgraph_reads
+
     outputs = {t.name for t in graph.outputs}
+    producers, readers = graph.producers(), graph.consumers()
+    inputs = {t.name for t in graph.inputs} | set(graph.initializers)
     kept: list[Node] = []
     for node in graph.nodes:
-        if node.op_type == "Unary" and node.attrs.get("kind") == "identity" and node.outputs[0] not in outputs:
-            rename_uses(graph, node.outputs[0], node.inputs[0])
+        if node.op_type != "Unary" or node.attrs.get("kind") != "identity":
+            kept.append(node)
             continue
-        kept.append(node)
+        source, target = node.inputs[0], node.outputs[0]
+        if target not in outputs:
+            rename_uses(graph, target, source)
+            continue
+        producer = producers.get(source)
+        if (producer is None or source in outputs or source in inputs or len(readers.get(source, [])) != 1
+                or source in _subgraph_reads(graph)):
+            kept.append(node)
+            continue
+        producer.outputs = [target if name == source else name for name in producer.outputs]
     graph.nodes = kept
 
 

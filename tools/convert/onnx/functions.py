@@ -123,6 +123,10 @@ def _localize(light, schema_calls, opset: int, types: dict, origin: str) -> None
             if (node.domain, node.op_type) not in schema_calls:
                 continue
             schema = defs.get_schema(node.op_type, opset, "")
+            if schema.has_context_dependent_function and not all(name in types for name in node.input if name):
+                # A builder handed an input of unknown type may crash (SequenceMap's, with a
+                # sequence): left as it is, _check_supported names the op.
+                continue
             try:
                 if schema.has_context_dependent_function:
                     inputs = [types.get(name, onnx.TypeProto()).SerializeToString() for name in node.input]

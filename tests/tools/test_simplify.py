@@ -1,0 +1,136 @@
+"""Converter passes that drop nodes handing their input on unchanged (tools/convert/simplify.py),
+fold a scalar scale of a MatMul operand into its alpha, and let a node write a graph output an
+Identity copied: each case checks the nodes left and the outputs against onnxruntime's, and the
+cases where a node must stay."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from test_fusion import build, check, r
+
+
+def const(name, value):
+    return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+        name, helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype), np.shape(value), np.ravel(value)))
+
+
+@pytest.mark.parametrize(("op", "neutral", "neutral_first"), [
+    ("Add", 0.0, True), ("Add", 0.0, False), ("Sub", 0.0, False), ("Mul", 1.0, True), ("Div", 1.0, False)])
+def test_neutral_arithmetic_goes(op, neutral, neutral_first):
+    value = np.full((1, 4), neutral, np.float32)
+    inputs = ["n", "x"] if neutral_first else ["x", "n"]
+    nodes = [const("n", value), helper.make_node(op, inputs, ["y"]), helper.make_node("Relu", ["y"], ["z"])]
+    check(build(nodes, {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Unary"])
+
+
+@pytest.mark.parametrize(("op", "value", "inputs"), [
+    ("Sub", 0.0, ["n", "x"]),  # 0 - x
+    ("Div", 1.0, ["n", "x"]),  # 1 / x
+    ("Add", 0.5, ["x", "n"]),
+    ("Add", 0.0, ["x", "n"]),  # zeros of a larger shape: broadcasting enlarges x
+])
+def test_arithmetic_that_changes_its_input_stays(op, value, inputs):
+    shape = (2, 3, 4) if value == 0.0 and op == "Add" else (1, 4)
+    nodes = [const("n", np.full(shape, value, np.float32)), helper.make_node(op, inputs, ["y"]),
+             helper.make_node("Softmax", ["y"], ["z"])]
+    graph = check(build(nodes, {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Binary", "Softmax"])
+    assert graph.nodes[0].attrs["kind"] == op.lower()
+
+
+def test_cast_to_its_own_type_and_where_on_a_constant_condition_go():
+    nodes = [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT),
+             const("all_false", np.zeros((3, 1), bool)), const("zero", np.zeros(1, np.float32)),
+             helper.make_node("Where", ["all_false", "zero", "c"], ["w"]),
+             helper.make_node("Softmax", ["w"], ["z"])]
+    check(build(nodes, {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Softmax"])
+
+
+def test_where_choosing_a_smaller_operand_stays():
+    nodes = [const("all_true", np.ones((3, 4), bool)), const("zero", np.zeros(1, np.float32)),
+             helper.make_node("Where", ["all_true", "zero", "x"], ["w"]),  # picks zeros, broadcast to (3, 4)
+             helper.make_node("Softmax", ["w"], ["z"])]
+    check(build(nodes, {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Where", "Softmax"])
+
+
+def test_heads_repeated_once_go_and_reshapes_back_go():
+    """Attention's body for as many key/value heads as query heads: Unsqueeze, Expand by 1,
+    Reshape back to the input's shape. With a symbolic batch the shapes still compare equal."""
+    nodes = [const("axis", np.array([2], np.int64)), const("to", np.array([2, 3, 1, 5, 4], np.int64)),
+             const("back", np.array([-1, 3, 5, 4], np.int64)),
+             helper.make_node("Unsqueeze", ["x", "axis"], ["u"]), helper.make_node("Expand", ["u", "to"], ["e"]),
+             helper.make_node("Reshape", ["e", "back"], ["b"]), helper.make_node("Relu", ["b"], ["z"])]
+    check(build(nodes, {"x": [2, 3, 5, 4]}, ["z"], {}), {"x": r(2, 3, 5, 4)}, ["Unary"])
+
+
+def test_expand_that_repeats_stays():
+    nodes = [const("axis", np.array([2], np.int64)), const("to", np.array([2, 3, 2, 5, 4], np.int64)),
+             const("back", np.array([2, 6, 5, 4], np.int64)),
+             helper.make_node("Unsqueeze", ["x", "axis"], ["u"]), helper.make_node("Expand", ["u", "to"], ["e"]),
+             helper.make_node("Reshape", ["e", "back"], ["b"]), helper.make_node("Relu", ["b"], ["z"])]
+    graph = check(build(nodes, {"x": [2, 3, 5, 4]}, ["z"], {}), {"x": r(2, 3, 5, 4)},
+                  ["Unsqueeze", "Expand", "Reshape", "Unary"])
+    assert graph.nodes[1].op_type == "Expand"
+
+
+def test_reshape_with_a_copied_dim_keeps_its_input():
+    """Reshape's 0 copies a dim of its own input: reading the Unsqueeze's input instead would copy
+    another dim, so the pair stays."""
+    nodes = [const("axis", np.array([0], np.int64)), const("shape", np.array([0, 6, 4], np.int64)),
+             helper.make_node("Unsqueeze", ["x", "axis"], ["u"]), helper.make_node("Reshape", ["u", "shape"], ["b"]),
+             helper.make_node("Relu", ["b"], ["z"])]
+    check(build(nodes, {"x": [2, 3, 4]}, ["z"], {}), {"x": r(2, 3, 4)}, ["Unsqueeze", "Reshape", "Unary"])
+
+
+@pytest.mark.parametrize(("kind", "operand"), [("Mul", 0), ("Mul", 1), ("Div", 1)])
+def test_operand_scale_folds_into_alpha(kind, operand):
+    nodes = [const("s", np.array(0.25, np.float32)),
+             helper.make_node(kind, ["a" if operand == 0 else "b", "s"], ["scaled"]),
+             helper.make_node("MatMul", ["scaled", "b"] if operand == 0 else ["a", "scaled"], ["z"])]
+    graph = check(build(nodes, {"a": [3, 5], "b": [5, 4]}, ["z"], {}), {"a": r(3, 5), "b": r(5, 4)}, ["MatMul"])
+    assert graph.nodes[0].attrs["alpha"] == pytest.approx(0.25 if kind == "Mul" else 4.0)
+
+
+def test_operand_scale_read_elsewhere_stays():
+    nodes = [const("s", np.array(0.25, np.float32)), helper.make_node("Mul", ["a", "s"], ["scaled"]),
+             helper.make_node("MatMul", ["scaled", "b"], ["z"]), helper.make_node("Relu", ["scaled"], ["y"])]
+    check(build(nodes, {"a": [3, 5], "b": [5, 4]}, ["z", "y"], {}), {"a": r(3, 5), "b": r(5, 4)},
+          ["Binary", "MatMul", "Unary"])
+
+
+def test_identity_into_a_graph_output_is_written_by_its_producer():
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Identity", ["h"], ["z"])]
+    graph = check(build(nodes, {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Unary"])
+    assert graph.nodes[0].outputs == ["z"] and graph.nodes[0].attrs["kind"] == "relu"
+    # A graph input, or a tensor read by another node too, keeps its Identity (the copy).
+    check(build([helper.make_node("Identity", ["x"], ["z"])], {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Unary"])
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Identity", ["h"], ["z"]),
+             helper.make_node("Neg", ["h"], ["y"])]
+    check(build(nodes, {"x": [3, 4]}, ["z", "y"], {}), {"x": r(3, 4)}, ["Unary", "Unary", "Unary"])
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_onnx_attention_becomes_one_attention_op(causal):
+    """ONNX's Attention (opset 23), expanded into its body (onnx/functions.py), ends as wgnn's one
+    Attention op: the no-op steps go, the operand scales fold into alpha and the head transposes
+    into strides. One GPU dispatch instead of 13 (docs/performance.md)."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Attention", ["Q", "K", "V"], ["Y"], is_causal=causal)],
+                              "attention", [vi(n, TensorProto.FLOAT, [1, 2, 6, 8]) for n in "QKV"],
+                              [vi("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    feeds = {n: r(1, 2, 6, 8) for n in "QKV"}
+    check(model, feeds, ["Attention"])
+
+
+def test_castlike_of_a_constant_folds():
+    """Swish's body casts its alpha like x (CastLike of a constant): folded, the rest is one
+    fused element-wise kernel."""
+    import wgnn
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Swish", ["x"], ["y"], alpha=1.5)], "swish",
+                              [vi("x", TensorProto.FLOAT, [3, 4])], [vi("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+    assert [n.op_type for n in wgnn.convert(model).graph.nodes] == ["FusedElementwise"]
+    x = r(3, 4)
+    np.testing.assert_allclose(wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"x": x})[0],
+                               x / (1 + np.exp(-1.5 * x)), rtol=1e-5, atol=1e-6)
