@@ -7,6 +7,8 @@ import pytest
 from onnx import TensorProto, helper
 from test_fusion import build, check, r
 
+BOOL = TensorProto.BOOL
+
 
 def const(name, value):
     return helper.make_node("Constant", [], [name], value=helper.make_tensor(
@@ -134,3 +136,47 @@ def test_castlike_of_a_constant_folds():
     x = r(3, 4)
     np.testing.assert_allclose(wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"x": x})[0],
                                x / (1 + np.exp(-1.5 * x)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask_type", [TensorProto.FLOAT, TensorProto.BOOL])
+@pytest.mark.parametrize("target", ["numpy", "wgpu"])
+def test_onnx_attention_with_a_mask_hiding_whole_rows(mask_type, target):
+    """With a mask, ONNX's Attention body zeroes the rows the mask hides at every key (softmax
+    gives NaN there) before the context product: that selection moves after it
+    (simplify.sink_row_selection), the rest fuses into one Attention op, and hidden rows come
+    out 0, as onnx's reference gives them."""
+    from onnx.reference import ReferenceEvaluator
+
+    import wgnn
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Attention", ["Q", "K", "V", "M"], ["Y"])], "masked",
+                              [*(vi(n, TensorProto.FLOAT, [2, 2, 6, 8]) for n in "QKV"),
+                               vi("M", mask_type, [2, 1, 6, 6])], [vi("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    ops = [n.op_type for n in wgnn.convert(model).graph.nodes]
+    assert ops.count("Attention") == 1 and ops[-1] == "Where" and "MatMul" not in ops, ops
+    feeds = {n: r(2, 2, 6, 8) for n in "QKV"}
+    keep = np.random.default_rng(3).random((2, 1, 6, 6)) < 0.6
+    keep[0, 0, 2] = False  # row 2 of the first batch entry hidden at every key
+    keep[1, 0, 4] = False
+    keep[1, 0, 5, :5] = False  # one key left
+    feeds["M"] = keep if mask_type == TensorProto.BOOL else np.where(keep, r(2, 1, 6, 6), -np.inf).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    session = wgnn.InferenceSession(model, providers=[target, "numpy"])
+    (got,) = session.run(None, feeds)
+    assert not np.isnan(want).any() and not np.abs(want[0, :, 2]).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_selection_of_single_entries_stays_before_the_product():
+    """A condition over whole rows only (last axis 1) moves; one that picks entries does not."""
+    nodes = [const("zero", np.zeros(1, np.float32)),
+             helper.make_node("Where", ["c", "zero", "p"], ["w"]), helper.make_node("MatMul", ["w", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "entries", [helper.make_tensor_value_info("c", BOOL, [3, 4]),
+                                                 helper.make_tensor_value_info("p", TensorProto.FLOAT, [3, 4]),
+                                                 helper.make_tensor_value_info("v", TensorProto.FLOAT, [4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = {"c": np.random.default_rng(0).random((3, 4)) < 0.5, "p": r(3, 4), "v": r(4, 5)}
+    check(model, feeds, ["Where", "MatMul"])

@@ -37,6 +37,7 @@ from .fusion_matmul import (
 )
 from .fusion_pool_matmul import fuse_globalpool_matmul
 from .fusion_resize import swap_resize_pointwise
+from .simplify import sink_row_selection
 
 log = logging.getLogger("wgnn.convert")
 
@@ -319,5 +320,5 @@ FUSION_PASSES = (fold_zero_pad_into_conv, fold_batchnorm_into_conv, fold_bias_ad
                  fuse_conv_maxpool,
                  # operand scales after fuse_erf_gelu, whose pattern ends in a scale the next MatMul reads
                  fuse_globalpool_matmul, fold_operand_scale_into_matmul, fold_transpose_into_matmul,
-                 merge_sibling_matmuls, fuse_attention,
+                 merge_sibling_matmuls, sink_row_selection, fuse_attention,
                  *CHAIN_PASSES)  # then element-wise chains (fusion_chains.py), after epilogue fusion

@@ -122,3 +122,44 @@ def drop_no_ops(graph: Graph, rounds: int = 4) -> None:
         if not changed:
             break
         eliminate_dead_code(graph)
+
+
+def sink_row_selection(graph: Graph) -> None:
+    """MatMul(Where(c, 0, p), v), c of shape (..., rows, 1), becomes Where(c, 0, MatMul(p, v)):
+    a row of zeros times v is a row of zeros. ONNX's Attention body zeroes the probabilities of
+    query rows its mask hides at every key (their softmax is NaN) before the context product;
+    after this, MatMul -> Softmax -> MatMul is left for fuse_attention, and the selection runs
+    on the attention's output. It differs only where a hidden row meets an infinite or NaN value
+    in v: 0 here, NaN in the body (0 * inf)."""
+    g = _Graph(graph)
+    moved: dict[int, list[Node]] = {}
+    for where in graph.nodes:
+        if where.op_type != "Where" or len(where.inputs) != 3 or where.outputs[0] in g.observed:
+            continue
+        condition, zero, probs = where.inputs
+        readers = g.readers.get(where.outputs[0], [])
+        if len(readers) != 1 or readers[0].op_type != "MatMul":
+            continue
+        matmul = readers[0]
+        attrs = matmul.attrs
+        if (matmul.inputs[0] != where.outputs[0] or matmul.inputs[1] == where.outputs[0] or matmul.input(2)
+                or matmul.input(3) or attrs.get("perm_a") or attrs.get("trans_a") or attrs.get("perm_y")
+                or attrs.get("split_y", 1) != 1 or attrs.get("activation") or attrs.get("alpha", 1.0) != 1.0):
+            continue
+        value, rows, shape = g.constant(zero), g.shape(condition), g.shape(probs)
+        if (value is None or value.size != 1 or value.reshape(-1)[0] != 0 or rows is None or shape is None
+                or len(rows) > len(shape) or len(rows) < 2 or rows[-1] != 1):
+            continue
+        product = matmul.outputs[0]
+        inner = f"{product}/unselected"
+        while inner in g.readers or inner in g.producers:
+            inner += "_"
+        matmul.inputs = [probs, *matmul.inputs[1:]]
+        matmul.outputs = [inner, *matmul.outputs[1:]]
+        where.inputs = [condition, zero, inner]
+        where.outputs = [product]
+        moved[id(matmul)] = [matmul, where]
+    if moved:
+        sunk = {id(node) for pair in moved.values() for node in pair}
+        graph.nodes = [n for node in graph.nodes
+                       for n in (moved[id(node)] if id(node) in moved else [] if id(node) in sunk else [node])]
