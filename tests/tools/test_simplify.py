@@ -4,10 +4,12 @@ Identity copied: each case checks the nodes left and the outputs against onnxrun
 cases where a node must stay."""
 import numpy as np
 import pytest
+from helpers import gpu_adapters, session_for
 from onnx import TensorProto, helper
 from test_fusion import build, check, r
 
 BOOL = TensorProto.BOOL
+TARGETS = ["numpy"] + [f"wgpu:{a['index']}" for a in gpu_adapters()[:1]]
 
 
 def const(name, value):
@@ -139,7 +141,7 @@ def test_castlike_of_a_constant_folds():
 
 
 @pytest.mark.parametrize("mask_type", [TensorProto.FLOAT, TensorProto.BOOL])
-@pytest.mark.parametrize("target", ["numpy", "wgpu"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_onnx_attention_with_a_mask_hiding_whole_rows(mask_type, target):
     """With a mask, ONNX's Attention body zeroes the rows the mask hides at every key (softmax
     gives NaN there) before the context product: that selection moves after it
@@ -163,8 +165,7 @@ def test_onnx_attention_with_a_mask_hiding_whole_rows(mask_type, target):
     keep[1, 0, 5, :5] = False  # one key left
     feeds["M"] = keep if mask_type == TensorProto.BOOL else np.where(keep, r(2, 1, 6, 6), -np.inf).astype(np.float32)
     (want,) = ReferenceEvaluator(model).run(None, feeds)
-    session = wgnn.InferenceSession(model, providers=[target, "numpy"])
-    (got,) = session.run(None, feeds)
+    (got,) = session_for(model, target).run(None, feeds)
     assert not np.isnan(want).any() and not np.abs(want[0, :, 2]).any()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
@@ -180,3 +181,34 @@ def test_selection_of_single_entries_stays_before_the_product():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     feeds = {"c": np.random.default_rng(0).random((3, 4)) < 0.5, "p": r(3, 4), "v": r(4, 5)}
     check(model, feeds, ["Where", "MatMul"])
+
+
+def test_transposes_in_a_row_become_one_and_identity_goes():
+    nodes = [helper.make_node("Transpose", ["x"], ["t1"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["t1"], ["t2"], perm=[0, 1, 3, 2]),
+             helper.make_node("Softmax", ["t2"], ["z"]),
+             helper.make_node("Transpose", ["x"], ["u1"], perm=[1, 0, 2, 3]),
+             helper.make_node("Transpose", ["u1"], ["u2"], perm=[1, 0, 2, 3]),
+             helper.make_node("Softmax", ["u2"], ["w"])]
+    graph = check(build(nodes, {"x": [2, 3, 4, 5]}, ["z", "w"], {}), {"x": r(2, 3, 4, 5)},
+                  ["Transpose", "Softmax", "Softmax"])
+    assert graph.nodes[0].attrs["perm"] == [0, 2, 3, 1] and graph.nodes[0].inputs == ["x"]
+    assert graph.nodes[2].inputs == ["x"]  # the two swaps cancel
+
+
+def test_onnx_attention_on_3d_inputs_reads_its_heads_through_strides():
+    import wgnn
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Attention", ["Q", "K", "V"], ["Y"], q_num_heads=2, kv_num_heads=2)],
+                              "attention3d", [vi(n, TensorProto.FLOAT, [2, 6, 16]) for n in "QKV"],
+                              [vi("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    ops = [n.op_type for n in wgnn.convert(model).graph.nodes]
+    assert ops.count("Attention") == 1 and set(ops) == {"Attention", "Reshape"}, ops
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {n: r(2, 6, 16) for n in "QKV"}
+    for target in TARGETS:
+        (got,) = session_for(model, target).run(None, feeds)
+        np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4, atol=1e-5)

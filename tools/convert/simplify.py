@@ -14,6 +14,8 @@ pattern from fuse_attention. A dropped node's readers read its source instead:
 - Add or Sub of zeros, Mul or Div by ones (constants), where the other operand has the
   output's shape;
 - Where with a constant condition all true or all false, the chosen operand of the output's shape;
+- Transpose by the identity permutation; a Transpose of a Transpose's output reads that one's
+  input through the composed permutation;
 - Expand, Reshape, Unsqueeze, Squeeze and Flatten whose output has its input's shape; a Reshape
   of a reshape-family node's output reads that node's input instead (with its shape constant free
   of the 0 that copies an input dim), so that Unsqueeze -> Reshape back to the input's shape goes.
@@ -70,7 +72,24 @@ def _source(node: Node, g: _Graph, probes: _Probes) -> str | None:
                 return chosen
     if node.op_type in ("Expand", *RESHAPES) and node.inputs and probes.same(node.inputs[0], out):
         return node.inputs[0]
+    perm = node.attrs.get("perm")
+    if node.op_type == "Transpose" and perm and list(perm) == list(range(len(perm))):
+        return node.inputs[0]
     return None
+
+
+def _merge_inner_transpose(node: Node, g: _Graph) -> bool:
+    """Transpose(Transpose(x, inner), outer) -> Transpose(x, inner[outer]): one step, which a MatMul
+    can then read through its strides (Attention's body transposes K again after the head split)."""
+    if node.op_type != "Transpose" or not node.attrs.get("perm"):
+        return False
+    inner = g.producers.get(node.inputs[0])
+    if inner is None or inner.op_type != "Transpose" or not inner.attrs.get("perm") \
+            or len(inner.attrs["perm"]) != len(node.attrs["perm"]):
+        return False
+    node.attrs = {**node.attrs, "perm": [int(inner.attrs["perm"][axis]) for axis in node.attrs["perm"]]}
+    node.inputs = [inner.inputs[0], *node.inputs[1:]]
+    return True
 
 
 def _fold_cast_like(node: Node, g: _Graph) -> bool:
@@ -105,7 +124,8 @@ def drop_no_ops(graph: Graph, rounds: int = 4) -> None:
 
     for _ in range(rounds):
         g = _Graph(graph)
-        changed = sum(_skip_inner_reshape(node, g) for node in graph.nodes) > 0  # every node, no short cut
+        changed = sum(_skip_inner_reshape(node, g) + _merge_inner_transpose(node, g)
+                      for node in graph.nodes) > 0  # every node, no short cut
         folded = {id(node) for node in graph.nodes if _fold_cast_like(node, g)}
         graph.nodes = [node for node in graph.nodes if id(node) not in folded]
         changed = changed or bool(folded)

@@ -3,9 +3,10 @@
 ONNX defines some ops as functions of other ops, in their schema (Attention, RotaryEmbedding,
 Swish, SwiGLU, the window functions, CenterCropPad, the loss ops, ...), and a model may define
 its own functions (model-local FunctionProtos, which exporters such as PyTorch's write). Where
-wgnn has no converter of its own for such an op, onnx's inliner replaces each call by the body,
-round after round (a body may call other functions: SwiGLU calls Swish), and the converter then
-sees the body's ops. Ops wgnn converts itself (LayerNormalization, Gelu, ...) stay calls: its own
+wgnn has no converter of its own for such an op, each call is replaced by its body (the one ONNX
+builds for that node: some bodies depend on its attributes and input types), round after round
+(a body may call other functions: SwiGLU calls Swish), through onnx's inliner, and the converter
+then sees the body's ops. Ops wgnn converts itself (LayerNormalization, Gelu, ...) stay calls: its own
 kernels for them are faster than their bodies.
 """
 from __future__ import annotations
@@ -19,15 +20,22 @@ MAX_ROUNDS = 8  # nesting of function calls expanded; deeper nests are left to _
 EXPAND_DOMAIN = "wgnn.expand"  # the model-local functions made of schema functions' bodies
 
 
-def _calls(graph_proto):
-    """(domain, op_type) of every node in the graph and its subgraphs."""
+def _graphs(graph_proto):
+    """graph_proto and its subgraphs, depth first."""
+    yield graph_proto
     for node in graph_proto.node:
-        yield node.domain, node.op_type
         for attr in node.attribute:
             if attr.HasField("g"):
-                yield from _calls(attr.g)
+                yield from _graphs(attr.g)
             for sub in attr.graphs:
-                yield from _calls(sub)
+                yield from _graphs(sub)
+
+
+def _calls(graph_proto):
+    """(domain, op_type) of every node in the graph and its subgraphs."""
+    for graph in _graphs(graph_proto):
+        for node in graph.node:
+            yield node.domain, node.op_type
 
 
 def schema_function(op_type: str, opset: int = 1 << 30) -> bool:
@@ -82,17 +90,6 @@ def copy_fields(source, target, skip: str) -> None:
             field.CopyFrom(value)
         else:
             setattr(target, descriptor.name, value)
-
-
-def _graphs(graph_proto):
-    """graph_proto and its subgraphs, depth first."""
-    yield graph_proto
-    for node in graph_proto.node:
-        for attr in node.attribute:
-            if attr.HasField("g"):
-                yield from _graphs(attr.g)
-            for sub in attr.graphs:
-                yield from _graphs(sub)
 
 
 def _known_types(light, initializers) -> dict:
