@@ -129,3 +129,20 @@ def test_ops_without_a_body_are_still_listed_unsupported():
     with pytest.raises(UnsupportedOpError) as info:
         wgnn.convert(model)
     assert info.value.op_counts == {"Unique": 1}
+
+
+def test_body_from_an_older_opset():
+    """RotaryEmbedding's body is of opset 23: a model of opset 24 gets it too (read at 24)."""
+    vi = helper.make_tensor_value_info
+    rng = np.random.default_rng(2)
+    cos, sin = rng.standard_normal((5, 4), np.float32), rng.standard_normal((5, 4), np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], num_heads=2)], "rope",
+        [vi("x", TensorProto.FLOAT, [1, 5, 16]), vi("pos", TensorProto.INT64, [1, 5])],
+        [vi("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(cos, "cos"), onnx.numpy_helper.from_array(sin, "sin")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+    feeds = {"x": rng.standard_normal((1, 5, 16), np.float32), "pos": np.array([[4, 0, 2, 1, 3]], np.int64)}
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    for target in TARGETS:
+        np.testing.assert_allclose(session_for(model, target).run(None, feeds)[0], want, rtol=1e-5, atol=1e-6)

@@ -124,13 +124,17 @@ def _localize(light, schema_calls, opset: int, types: dict, origin: str) -> None
                 # A builder handed an input of unknown type may crash (SequenceMap's, with a
                 # sequence): left as it is, _check_supported names the op.
                 continue
+            # The newest body at or before the model's opset (RotaryEmbedding's is of 23 in a model of 24).
+            dependent = schema.has_context_dependent_function
+            versions = schema.context_dependent_function_opset_versions if dependent else schema.function_opset_versions
+            version = max((v for v in versions if v <= opset), default=opset)
             try:
-                if schema.has_context_dependent_function:
+                if dependent:
                     inputs = [types.get(name, onnx.TypeProto()).SerializeToString() for name in node.input]
-                    body = schema.get_context_dependent_function_with_opset_version(opset, node.SerializeToString(),
+                    body = schema.get_context_dependent_function_with_opset_version(version, node.SerializeToString(),
                                                                                      inputs)
                 else:
-                    body = schema.get_function_with_opset_version(opset)
+                    body = schema.get_function_with_opset_version(version)
             except Exception as exc:  # the C++ builders raise plain exceptions
                 raise ConversionError(f'{origin}: {node.op_type} node "{node.name}": building the ops ONNX '
                                       f"defines it by failed: {exc}") from exc
