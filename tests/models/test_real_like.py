@@ -193,3 +193,45 @@ def test_models_need_no_gpu_fallback():
         session.run(None, feeds)
         report = session.session.report()
         assert not report["fallbacks"], report["fallbacks"]
+
+
+def decoder_layer():
+    """A Llama-like decoder layer in opset-24 ops, with a KV cache: x [B, S, 32] and past keys and
+    values [B, 2, P, 8] -> RMSNormalization -> Q, K, V projections -> RotaryEmbedding at positions
+    P.. -> causal grouped-query Attention (4 query heads on 2 key/value heads) returning the
+    present keys and values -> output projection + residual -> RMSNormalization -> SwiGLU MLP +
+    residual. Attention, RotaryEmbedding and SwiGLU run through their ONNX function bodies."""
+    dim, heads, kv_heads, head, ffn, positions = 32, 4, 2, 8, 48, 16
+    angles = np.arange(positions)[:, None] / 10000 ** (np.arange(head // 2) / (head // 2))
+    nodes = [
+        h.make_node("RMSNormalization", ["x", "g1"], ["h1"], axis=-1),
+        h.make_node("MatMul", ["h1", "wq"], ["q"]), h.make_node("MatMul", ["h1", "wk"], ["k"]),
+        h.make_node("MatMul", ["h1", "wv"], ["v"]),
+        h.make_node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["qr"], num_heads=heads),
+        h.make_node("RotaryEmbedding", ["k", "cos", "sin", "pos"], ["kr"], num_heads=kv_heads),
+        h.make_node("Attention", ["qr", "kr", "v", "", "past_k", "past_v"], ["a", "present_k", "present_v"],
+                    q_num_heads=heads, kv_num_heads=kv_heads, is_causal=1),
+        h.make_node("MatMul", ["a", "wo"], ["o"]), h.make_node("Add", ["x", "o"], ["r1"]),
+        h.make_node("RMSNormalization", ["r1", "g2"], ["h2"], axis=-1),
+        h.make_node("MatMul", ["h2", "wg"], ["gate"]), h.make_node("MatMul", ["h2", "wu"], ["up"]),
+        h.make_node("SwiGLU", ["gate", "up"], ["act"]),
+        h.make_node("MatMul", ["act", "wd"], ["d"]), h.make_node("Add", ["r1", "d"], ["y"]),
+    ]
+    inits = [weight("g1", dim, scale=1.0), weight("g2", dim, scale=1.0), weight("wq", dim, heads * head),
+             weight("wk", dim, kv_heads * head), weight("wv", dim, kv_heads * head), weight("wo", heads * head, dim),
+             weight("wg", dim, ffn), weight("wu", dim, ffn), weight("wd", ffn, dim),
+             const("cos", np.cos(angles).astype(np.float32)), const("sin", np.sin(angles).astype(np.float32))]
+    return model(nodes, [vi("x", ["B", "S", dim]), vi("pos", ["B", "S"], T.INT64),
+                         vi("past_k", ["B", kv_heads, "P", head]), vi("past_v", ["B", kv_heads, "P", head])],
+                 [vi("y", ["B", "S", dim]), vi("present_k", ["B", kv_heads, "T", head]),
+                  vi("present_v", ["B", kv_heads, "T", head])], inits, opset=28)
+
+
+@pytest.mark.parametrize(("batch", "tokens", "past"), [(1, 5, 0), (2, 3, 4), (1, 1, 6)])
+def test_decoder_layer_with_kv_cache(batch, tokens, past):
+    """Prefill, a continued prefill and one decode step, against onnx's reference."""
+    feeds = {"x": RNG.standard_normal((batch, tokens, 32)).astype(np.float32),
+             "pos": np.tile(np.arange(past, past + tokens), (batch, 1)).astype(np.int64),
+             "past_k": RNG.standard_normal((batch, 2, past, 8)).astype(np.float32),
+             "past_v": RNG.standard_normal((batch, 2, past, 8)).astype(np.float32)}
+    check_model(decoder_layer(), feeds, rtol=1e-4, atol=1e-5)

@@ -149,8 +149,9 @@ def sink_row_selection(graph: Graph) -> None:
     a row of zeros times v is a row of zeros. ONNX's Attention body zeroes the probabilities of
     query rows its mask hides at every key (their softmax is NaN) before the context product;
     after this, MatMul -> Softmax -> MatMul is left for fuse_attention, and the selection runs
-    on the attention's output. It differs only where a hidden row meets an infinite or NaN value
-    in v: 0 here, NaN in the body (0 * inf)."""
+    on the attention's output. Where the product is stored transposed (perm_y), c is transposed
+    alike (padded to the product's rank first): a few bytes. It differs only where a hidden row
+    meets an infinite or NaN value in v: 0 here, NaN in the body (0 * inf)."""
     g = _Graph(graph)
     moved: dict[int, list[Node]] = {}
     for where in graph.nodes:
@@ -163,23 +164,49 @@ def sink_row_selection(graph: Graph) -> None:
         matmul = readers[0]
         attrs = matmul.attrs
         if (matmul.inputs[0] != where.outputs[0] or matmul.inputs[1] == where.outputs[0] or matmul.input(2)
-                or matmul.input(3) or attrs.get("perm_a") or attrs.get("trans_a") or attrs.get("perm_y")
+                or matmul.input(3) or attrs.get("perm_a") or attrs.get("trans_a")
                 or attrs.get("split_y", 1) != 1 or attrs.get("activation") or attrs.get("alpha", 1.0) != 1.0):
             continue
         value, rows, shape = g.constant(zero), g.shape(condition), g.shape(probs)
+        product_shape = g.shape(matmul.outputs[0])
         if (value is None or value.size != 1 or value.reshape(-1)[0] != 0 or rows is None or shape is None
-                or len(rows) > len(shape) or len(rows) < 2 or rows[-1] != 1):
+                or product_shape is None or len(rows) > len(shape) or len(rows) < 2 or rows[-1] != 1):
             continue
         product = matmul.outputs[0]
-        inner = f"{product}/unselected"
-        while inner in g.readers or inner in g.producers:
-            inner += "_"
+        inner = _fresh(g, f"{product}/unselected")
+        selection = [*_transposed_like(g, condition, len(product_shape), attrs.get("perm_y")), where]
         matmul.inputs = [probs, *matmul.inputs[1:]]
         matmul.outputs = [inner, *matmul.outputs[1:]]
-        where.inputs = [condition, zero, inner]
+        where.inputs = [selection[-2].outputs[0] if len(selection) > 1 else condition, zero, inner]
         where.outputs = [product]
-        moved[id(matmul)] = [matmul, where]
+        moved[id(matmul)] = [matmul, *selection]
     if moved:
-        sunk = {id(node) for pair in moved.values() for node in pair}
+        sunk = {id(node) for group in moved.values() for node in group}
         graph.nodes = [n for node in graph.nodes
                        for n in (moved[id(node)] if id(node) in moved else [] if id(node) in sunk else [node])]
+
+
+def _fresh(g: _Graph, base: str) -> str:
+    name = base
+    while name in g.readers or name in g.producers or name in g.graph.initializers:
+        name += "_"
+    g.producers[name] = None  # reserved
+    return name
+
+
+def _transposed_like(g: _Graph, condition: str, rank: int, perm) -> list[Node]:
+    """Nodes giving `condition` as the product's perm_y stores it: Unsqueeze to the product's rank
+    (leading axes), then Transpose by perm; none without perm."""
+    if not perm:
+        return []
+    nodes, name = [], condition
+    missing = rank - len(g.shape(condition))
+    if missing:
+        axes = _fresh(g, f"{condition}/axes")
+        g.graph.initializers[axes] = np.arange(missing, dtype=np.int64)
+        padded = _fresh(g, f"{condition}/padded")
+        nodes.append(Node("Unsqueeze", [name, axes], [padded], {}, name=padded))
+        name = padded
+    transposed = _fresh(g, f"{condition}/transposed")
+    nodes.append(Node("Transpose", [name], [transposed], {"perm": [int(a) for a in perm]}, name=transposed))
+    return nodes
