@@ -104,11 +104,16 @@ def test_identity_into_a_graph_output_is_written_by_its_producer():
     nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Identity", ["h"], ["z"])]
     graph = check(build(nodes, {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Unary"])
     assert graph.nodes[0].outputs == ["z"] and graph.nodes[0].attrs["kind"] == "relu"
-    # A graph input, or a tensor read by another node too, keeps its Identity (the copy).
-    check(build([helper.make_node("Identity", ["x"], ["z"])], {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Unary"])
+    # Read by another node too (a KV cache's present keys): that node reads the graph output.
     nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Identity", ["h"], ["z"]),
              helper.make_node("Neg", ["h"], ["y"])]
-    check(build(nodes, {"x": [3, 4]}, ["z", "y"], {}), {"x": r(3, 4)}, ["Unary", "Unary", "Unary"])
+    graph = check(build(nodes, {"x": [3, 4]}, ["z", "y"], {}), {"x": r(3, 4)}, ["Unary", "Unary"])
+    assert graph.nodes[0].outputs == ["z"] and graph.nodes[1].inputs == ["z"]
+    # A graph input, or a graph output copied to a second one, keeps its Identity (the copy).
+    check(build([helper.make_node("Identity", ["x"], ["z"])], {"x": [3, 4]}, ["z"], {}), {"x": r(3, 4)}, ["Unary"])
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Identity", ["h"], ["z"])]
+    graph = check(build(nodes, {"x": [3, 4]}, ["z", "h"], {}), {"x": r(3, 4)}, ["Unary", "Unary"])
+    assert graph.nodes[1].attrs["kind"] == "identity"
 
 
 @pytest.mark.parametrize("causal", [0, 1])

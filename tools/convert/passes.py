@@ -43,13 +43,12 @@ def rename_uses(graph: Graph, old: str, new: str) -> None:
 
 def remove_identities(graph: Graph) -> None:
     """Identity (and Dropout in inference) nodes disappear; readers read their input directly.
-    An identity whose output is a graph output goes too where its input is a node's output that
-    only it reads: that node writes the graph output itself (no copy). Otherwise it stays, so
-    output names are kept."""
-    from .quant import _subgraph_reads
-
+    An identity whose output is a graph output goes too where its input is another node's
+    output that is no graph output itself: that node writes the graph output, and the input's
+    other readers read it there (no copy: a KV cache's present keys, read by the attention too).
+    Otherwise it stays, so output names are kept."""
     outputs = {t.name for t in graph.outputs}
-    producers, readers = graph.producers(), graph.consumers()
+    producers = graph.producers()
     inputs = {t.name for t in graph.inputs} | set(graph.initializers)
     kept: list[Node] = []
     for node in graph.nodes:
@@ -61,11 +60,12 @@ def remove_identities(graph: Graph) -> None:
             rename_uses(graph, target, source)
             continue
         producer = producers.get(source)
-        if (producer is None or source in outputs or source in inputs or len(readers.get(source, [])) != 1
-                or source in _subgraph_reads(graph)):
+        if producer is None or source in outputs or source in inputs:
             kept.append(node)
             continue
         producer.outputs = [target if name == source else name for name in producer.outputs]
+        producers[target] = producer
+        rename_uses(graph, source, target)
     graph.nodes = kept
 
 
