@@ -129,6 +129,12 @@ def test_ops_without_a_body_are_still_listed_unsupported():
     with pytest.raises(UnsupportedOpError) as info:
         wgnn.convert(model)
     assert info.value.op_counts == {"Unique": 1}
+    # An op whose body needs one wgnn lacks: the message names both.
+    graph = helper.make_graph([helper.make_node("Bernoulli", ["x"], ["y"])], "coin",
+                              [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, None)])
+    with pytest.raises(UnsupportedOpError, match=r"RandomUniformLike \(1 node\) \(in the ONNX function bodies of "
+                                                 r"Bernoulli\)"):
+        wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]))
 
 
 def test_body_from_an_older_opset():

@@ -1,5 +1,8 @@
-"""drop_no_ops: nodes that hand their input on unchanged, found from constants and the shape
-probes (run after constant folding, before fusion; see passes.optimize_graph).
+"""Simplifications that general graphs, above all expanded ONNX function bodies, need before
+fusion: drop_no_ops (after constant folding; see passes.optimize_graph) and sink_row_selection
+(a fusion pass, just before fuse_attention; see its docstring).
+
+drop_no_ops: nodes that hand their input on unchanged, found from constants and the shape probes.
 
 ONNX function bodies are written for every case of their op, so the expanded forms
 (onnx/functions.py) carry steps that do nothing in a given model: Attention's body casts the
@@ -12,7 +15,7 @@ pattern from fuse_attention. A dropped node's readers read its source instead:
 - Cast to the type its input has; CastLike of a constant becomes the constant in the other
   input's type;
 - Add or Sub of zeros, Mul or Div by ones (constants), where the other operand has the
-  output's shape;
+  output's shape (x + 0 would turn -0 into +0: the only difference);
 - Where with a constant condition all true or all false, the chosen operand of the output's shape;
 - Transpose by the identity permutation; a Transpose of a Transpose's output reads that one's
   input through the composed permutation;

@@ -73,7 +73,11 @@ def convert_onnx(source, *, origin: str = "", optimize: bool = True, show_progre
             proto = onnx.ModelProto()
             proto.CopyFrom(source)
         expand_functions(proto, opset, CONVERTERS, origin)
-        _check_supported(proto.graph, origin)
+        try:
+            _check_supported(proto.graph, origin)
+        except UnsupportedOpError as exc:  # every op the model names has a body: a body needs them
+            bodies = ", ".join(sorted({op if domain in DEFAULT_DOMAINS else f"{domain}.{op}" for domain, op in calls}))
+            raise UnsupportedOpError(f"{exc} (in the ONNX function bodies of {bodies})", exc.op_counts) from None
     graph = _convert_graph(proto.graph, opset, origin, base_dir, show_progress, limits)
     if optimize:
         from ..passes import optimize_graph
