@@ -7,6 +7,7 @@ signed types shifted right the sign fill (-1 for negative values), as onnx.refer
 from __future__ import annotations
 
 from ..dtypes import INT_DTYPES
+from ..geometry import RasterPlan, Region
 from .base import Attr, InferContext, OpDef, TensorSpec, broadcast_shapes, register_op
 
 ARITHMETIC_KINDS = ("add", "sub", "mul", "div", "pow", "max", "min", "prelu", "mod", "fmod")
@@ -37,6 +38,7 @@ class Binary(OpDef):
 class Where(OpDef):
     op_type = "Where"
     family = "binary"
+    is_geometry = True  # only with a condition known at resize, all true or all false (geometry)
 
     def infer(self, ctx: InferContext) -> list[TensorSpec]:
         if ctx.dtype(0) != "bool":
@@ -44,3 +46,17 @@ class Where(OpDef):
         if ctx.dtype(1) != ctx.dtype(2):
             raise ctx.fail(f"branches differ in type: {ctx.dtype(1)} and {ctx.dtype(2)}")
         return [TensorSpec(broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1), ctx.shape(2)), ctx.dtype(1))]
+
+    def geometry(self, ctx: InferContext, outputs: list[TensorSpec]) -> list[RasterPlan] | None:
+        """A condition known at resize that picks one branch everywhere, of the output's shape:
+        a copy of that branch, which backends may make a view (ONNX Attention's zeroing of fully
+        masked rows, computed from shapes alone in a causal model, is all false). Else the
+        select kernel runs."""
+        condition = ctx.value(0, required=False)
+        if condition is None or condition.size == 0 or (condition.any() and not condition.all()):
+            return None
+        chosen = 1 if condition.all() else 2
+        if tuple(ctx.shape(chosen)) != tuple(outputs[0].shape):
+            return None
+        count = outputs[0].size
+        return [RasterPlan([Region(chosen, (count,), 0, (1,), 0, (1,))])]

@@ -420,3 +420,38 @@ def test_uint32_kernels(monkeypatch):
             (got,) = sess.run(None, feeds)
             assert not sess.report()["fallbacks"], (op, sess.report()["fallbacks"])
             np.testing.assert_array_equal(got, want, err_msg=f"{op} on wgpu:{a_['index']}")
+
+
+@pytest.mark.parametrize(("fill", "lowered"), [(False, True), (True, True), (None, False)])
+def test_where_on_a_condition_known_at_resize(fill, lowered):
+    """A condition computed from shapes alone is known at resize: all false (or all true) picks
+    one branch everywhere, a copy the GPU makes a view (Where.geometry); a mixed one runs the
+    select kernel. x has a symbolic batch, so nothing of it folds at conversion."""
+    from wgnn.engine.graph import Graph, Model, TensorInfo
+
+    import wgnn
+
+    shape_nodes = [Node("Shape", ["x"], ["shape"], {}, name="shape")]
+    if fill is None:  # rows alternate: row index (Range over the first dim) odd
+        shape_nodes += [Node("Gather", ["shape", "zero"], ["rows"], {"axis": 0}, name="rows"),
+                        Node("Range", ["zero", "rows", "one"], ["index"], {}, name="range"),
+                        Node("Binary", ["index", "two"], ["parity"], {"kind": "mod"}, name="mod"),
+                        Node("Binary", ["parity", "one"], ["odd"], {"kind": "equal"}, name="odd"),
+                        Node("Unsqueeze", ["odd", "one1"], ["condition"], {}, name="unsqueeze")]
+    else:
+        shape_nodes += [Node("ConstantOfShape", ["shape"], ["condition"], {"value": np.array([fill])},
+                             name="fill")]
+    graph = Graph(shape_nodes + [Node("Where", ["condition", "y", "x"], ["out"], {}, name="select")],
+                  [TensorInfo("x", "float32", ("N", 3)), TensorInfo("y", "float32", ("N", 3))],
+                  [TensorInfo("out", "float32", None)],
+                  {"zero": np.array(0, np.int64), "one": np.array(1, np.int64), "two": np.array(2, np.int64),
+                   "one1": np.array([1], np.int64)})
+    x, y = np.arange(12, dtype=np.float32).reshape(4, 3), -np.arange(12, dtype=np.float32).reshape(4, 3)
+    want = y if fill else x if fill is False else np.where((np.arange(4) % 2 == 1)[:, None], y, x)
+    for backend in target_backends():
+        providers = ["numpy"] if backend == "numpy" else ["wgpu", "numpy"]
+        session = wgnn.InferenceSession(Model(graph), providers=providers)
+        np.testing.assert_array_equal(session.run(None, {"x": x, "y": y})[0], want, err_msg=backend)
+        lowered_steps = [s for s in session.session.steps
+                         if s.op.op_type == "Raster" and s.node.attrs.get("source_op") == "Where"]
+        assert bool(lowered_steps) == lowered, backend
