@@ -455,6 +455,8 @@ DEPTHWISE_CASES = {
     # 1-D, as 2-D of height 1
     "conv1d_batch_k5": ((2, 7, 40), (7, 1, 5), {"group": 7, "pads": [2, 2]}),
     "conv1d_stride2_dilated": ((1, 6, 37), (6, 1, 3), {"group": 6, "strides": [2], "dilations": [2], "pads": [1, 2]}),
+    # a stride far past the kernel (the fuzzer's (2, 1048576) enumerated 2^21 phases at resize)
+    "stride_far_past_kernel": ((1, 5, 6, 9), (5, 1, 3, 3), {"group": 5, "strides": [2, 4096], "pads": [1, 1, 1, 8000]}),
 }
 
 
@@ -481,6 +483,16 @@ def depthwise_session(monkeypatch, case, channels_per_chunk, *, bias=True, attrs
     return session, plan, w, b
 
 
+def test_depthwise_phases_come_from_the_taps(monkeypatch):
+    """The chunked depthwise plan looks only at the stride phases its taps read: 2 x 3 for a 3x3
+    kernel at strides (2, 4096), not the 8192 phases of the strides."""
+    looked_at = []
+    phase_taps = numpy_conv._phase_taps
+    monkeypatch.setattr(numpy_conv, "_phase_taps", lambda *args: looked_at.append(args[-1]) or phase_taps(*args))
+    _, plan, _, _ = depthwise_session(monkeypatch, "stride_far_past_kernel", 2)
+    assert plan.phases_shape[0] == 6 and len(set(looked_at)) == 6
+
+
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("channels_per_chunk", [1, 2, 3])
 @pytest.mark.parametrize("case", sorted(DEPTHWISE_CASES))
@@ -493,12 +505,13 @@ def test_conv_depthwise_in_chunks(monkeypatch, case, channels_per_chunk, bias):
     assert plan.chunks == [(first, min(first + channels_per_chunk, channels))
                            for first in range(0, channels, channels_per_chunk)]
     # one phase grid per stride phase some tap reads, with stride 1; rows one grid row apart
-    # (widened) except where that adds too many columns (18 for 10 outputs, 5 for 3)
+    # (widened) except where that adds too many columns (18 for 10 outputs, 5 for 3) or none
+    # (the far stride's phase rows are 2 cells for 2 outputs)
     strides, dilations = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
     kernel = DEPTHWISE_CASES[case][1][2:]
     assert plan.phases_shape[0] == math.prod(len({k * d % s for k in range(size)})
                                              for size, d, s in zip(kernel, dilations, strides))
-    assert (plan.wide is None) == (case in ("dilated_5x5", "stride3_5x5"))
+    assert (plan.wide is None) == (case in ("dilated_5x5", "stride3_5x5", "stride_far_past_kernel"))
     for _ in range(2):
         x = r(*x_shape)
         np.testing.assert_allclose(session.run(None, {"x": x})[0],
