@@ -40,6 +40,7 @@ def onnx_type_name(code: int) -> str:
     except ValueError:
         return f"code {code}"
 
+
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 INT_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"})
 

@@ -51,20 +51,27 @@ def _replace(graph: Graph, replaced: dict[int, Node]) -> None:
     graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if id(n) not in moved]
 
 
+def _scalings(g: _Graph, node: Node):
+    """(x, s) for each way Binary `node` multiplies a tensor x by a float32 scalar constant s:
+    Mul(x, s), Mul(s, x), or Div(x, 1 / s)."""
+    if node.op_type != "Binary" or node.attrs.get("kind") not in ("mul", "div") or len(node.inputs) != 2:
+        return
+    divide = node.attrs["kind"] == "div"
+    for operand, factor in [node.inputs] if divide else [node.inputs, node.inputs[::-1]]:
+        shape = g.shape(operand)
+        scale = _scalar_constant(g, factor, len(shape)) if shape is not None else None
+        if scale is not None and not (divide and scale == 0.0):
+            yield operand, 1.0 / scale if divide else scale
+
+
 def fold_scale_into_matmul(graph: Graph) -> None:
     g = _Graph(graph)
     replaced: dict[int, Node] = {}
     for node in graph.nodes:
-        if node.op_type != "Binary" or node.attrs.get("kind") not in ("mul", "div") or len(node.inputs) != 2:
-            continue
-        orders = [node.inputs] if node.attrs["kind"] == "div" else [node.inputs, node.inputs[::-1]]
-        for product, factor in orders:
-            shape = g.shape(product)
-            matmul = _bare_float_matmul(g, product, node) if shape is not None and id(node) not in replaced else None
-            scale = _scalar_constant(g, factor, len(shape)) if matmul is not None else None
-            if scale is None or (node.attrs["kind"] == "div" and scale == 0.0):
+        for product, scale in _scalings(g, node):
+            matmul = _bare_float_matmul(g, product, node) if id(node) not in replaced else None
+            if matmul is None:
                 continue
-            scale = 1.0 / scale if node.attrs["kind"] == "div" else scale
             matmul.attrs["alpha"] = float(matmul.attrs.get("alpha", 1.0)) * scale
             matmul.attrs["beta"] = float(matmul.attrs.get("beta", 1.0)) * scale
             matmul.outputs = [node.outputs[0], *matmul.outputs[1:]]
@@ -79,23 +86,17 @@ def fold_operand_scale_into_matmul(graph: Graph) -> None:
     over an operand less (ONNX's Attention body scales Q and K by sqrt(scale) each)."""
     g = _Graph(graph)
     for node in list(graph.nodes):
-        if node.op_type != "Binary" or node.attrs.get("kind") not in ("mul", "div") or len(node.inputs) != 2:
-            continue
-        readers = g.readers.get(node.outputs[0], [])
+        readers = g.readers.get(node.outputs[0], []) if node.outputs else []
         if len(readers) != 1 or readers[0].op_type != "MatMul" or node.outputs[0] in g.observed:
             continue
         matmul = readers[0]
         if node.outputs[0] not in matmul.inputs[:2] or matmul.inputs[0] == matmul.inputs[1] \
                 or g.dtype(matmul.outputs[0]) != "float32":
             continue
-        orders = [node.inputs] if node.attrs["kind"] == "div" else [node.inputs, node.inputs[::-1]]
-        for operand, factor in orders:
-            shape = g.shape(operand)
-            scale = _scalar_constant(g, factor, len(shape)) if shape is not None else None
-            if scale is None or g.shape(node.outputs[0]) != shape or (node.attrs["kind"] == "div" and scale == 0):
+        for operand, scale in _scalings(g, node):
+            if g.shape(node.outputs[0]) != g.shape(operand):
                 continue
-            matmul.attrs["alpha"] = float(matmul.attrs.get("alpha", 1.0)) * (1.0 / scale if node.attrs["kind"] == "div"
-                                                                             else scale)
+            matmul.attrs["alpha"] = float(matmul.attrs.get("alpha", 1.0)) * scale
             matmul.inputs = [operand if name == node.outputs[0] else name for name in matmul.inputs]
             graph.nodes.remove(node)
             break

@@ -127,12 +127,15 @@ def drop_no_ops(graph: Graph, rounds: int = 4) -> None:
 
     for _ in range(rounds):
         g = _Graph(graph)
+        # The rewrites below rewire nodes and fold constants without changing any tensor's spec:
+        # one shape probe per round serves them all (g's own probe is the first binding's).
+        probes = _Probes(graph)
+        g.probe = probes.specs[0]
         changed = sum(_skip_inner_reshape(node, g) + _merge_inner_transpose(node, g)
                       for node in graph.nodes) > 0  # every node, no short cut
         folded = {id(node) for node in graph.nodes if _fold_cast_like(node, g)}
         graph.nodes = [node for node in graph.nodes if id(node) not in folded]
         changed = changed or bool(folded)
-        probes = _Probes(graph)
         kept: list[Node] = []
         for node in graph.nodes:
             source = None if node.outputs[0] in g.observed else _source(node, g, probes)
