@@ -72,10 +72,53 @@ class Execution:
         return None
 
 
+
+def whole_input_ranges(step: Step, element_bytes) -> list[tuple[str, int, int]] | None:
+    """(input, byte offset in the output, bytes) of each region of a Raster step, when every
+    region copies one whole input contiguously, element for element, into one range of the output
+    and nothing is filled; else None. element_bytes(name, spec): bytes of one element in the
+    backend's storage."""
+    plan = step.plan
+    if plan is None or plan.fill is not None:
+        return None
+    ranges = []
+    for region in plan.regions:
+        name, spec = step.inputs[region.src], step.input_specs[region.src]
+        whole = region.src_strides == region.dst_strides == (1,) and region.size == (spec.size,)
+        if not whole or region.src_offset:
+            return None
+        item = element_bytes(name, spec)
+        ranges.append((name, region.dst_offset * item, spec.size * item))
+    return ranges
+
+
+def view_of_whole_input(ranges, output_bytes: int) -> str | None:
+    """The input a Raster copies, whole, onto its whole output (whole_input_ranges), or None."""
+    if not ranges or len(ranges) != 1 or ranges[0][1:] != (0, output_bytes):
+        return None
+    return ranges[0][0]
+
+
+def tiling_inputs(ranges, output_bytes: int, alignment: int = 1) -> list[tuple[str, int]] | None:
+    """[(input, byte offset)] when the ranges (whole_input_ranges) tile the output, each at an
+    offset the backend can place a tensor at; else None."""
+    if not ranges or any(offset % alignment for _, offset, _ in ranges):
+        return None
+    cursor = 0
+    for _, offset, nbytes in sorted(ranges, key=lambda r: r[1]):
+        if offset != cursor:
+            return None
+        cursor += nbytes
+    return [(name, offset) for name, offset, _ in ranges] if cursor == output_bytes else None
+
 class Backend(ABC):
     name: ClassVar[str] = ""
     # Byte alignment of tensors placed in this backend's memory arena.
     alignment: ClassVar[int] = 64
+    # Whether a tensor with storage of its own (a graph output, a tensor crossing between
+    # backends) can hold others (views, concatenated inputs): a GPU buffer is fixed for a resize,
+    # where a CPU backend hands such a tensor over in a new array on every run.
+    dedicated_hosts: ClassVar[bool] = True
 
     def __init__(self, config=None):
         self.config = config

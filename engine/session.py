@@ -259,18 +259,21 @@ class Session:
         shares: dict[str, tuple[str, int]] = {}
         idle = 0
         for segment in self.segments:
+            hosts_dedicated = segment.backend.dedicated_hosts
             for step, execution in segment.steps:
                 out = step.outputs[0] if step.outputs else ""
                 source = execution.view_source()
-                if source is not None and out not in dedicated and source not in self.shapes.values:
+                if (source is not None and out not in dedicated and source not in self.shapes.values
+                        and (hosts_dedicated or source not in dedicated)):
                     shares[out] = (source, 0)
                     idle += 1
                     continue
                 parts = execution.embedded_inputs()
                 if not parts or len({name for name, _ in parts}) != len(parts):
                     continue
-                if all(name not in dedicated and name not in shares and producer.get(name) is segment.backend
-                       for name, _ in parts):
+                if (hosts_dedicated or out not in dedicated) and all(
+                        name not in dedicated and name not in shares and producer.get(name) is segment.backend
+                        for name, _ in parts):
                     shares.update({name: (out, offset) for name, offset in parts})
                     idle += 1
         return shares, idle

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..base import Backend, Execution, Step, register_backend
+from ..base import Backend, Execution, Step, register_backend, tiling_inputs, view_of_whole_input, whole_input_ranges
 
 KERNELS: dict[str, Callable] = {}
 
@@ -66,6 +66,21 @@ class NumpyExecution(Execution):
                  for plan in self.state.values() for stage in getattr(plan, "stages", ())]
         return "; ".join(parts) or "numpy"
 
+    def view_source(self) -> str | None:
+        return view_of_whole_input(self._moved_ranges(), self.step.output_specs[0].nbytes)
+
+    def embedded_inputs(self) -> list[tuple[str, int]] | None:
+        return tiling_inputs(self._moved_ranges(), self.step.output_specs[0].nbytes)
+
+    def _moved_ranges(self) -> list[tuple[str, int, int]] | None:
+        """Of a Raster step moving inputs of the output's dtype: what it copies whole, where
+        (base.whole_input_ranges), so that the session can place those inputs in the output."""
+        step = self.step
+        if step.op.op_type != "Raster" or any(np.dtype(spec.dtype) != np.dtype(step.output_specs[0].dtype)
+                                              for spec in step.input_specs if spec is not None):
+            return None
+        return whole_input_ranges(step, lambda name, spec: np.dtype(spec.dtype).itemsize)
+
     def run(self, inputs, outputs) -> None:
         if self.nothing_to_compute:
             return
@@ -117,6 +132,7 @@ def _run_output(values: dict, name: str, spec) -> np.ndarray:
 class NumpyBackend(Backend):
     name = "numpy"
     alignment = 64
+    dedicated_hosts = False  # graph outputs and feeds are the caller's arrays, new on each run
     scratch_bytes = 0  # the most scratch memory a prepared step asked for (this resize)
     _scratch: np.ndarray | None = None
 
@@ -127,13 +143,29 @@ class NumpyBackend(Backend):
         return NumpyExecution(self, step, KERNELS[step.op.op_type])
 
     def plan_memory(self, specs, lifetimes, dedicated, constants, *, shares=None):
-        """One arena of the planned size; each pooled tensor is a view at its offset. (Numpy
-        executions share no storage between tensors: a copy between arrays costs little here.)"""
+        """One arena of the planned size; each pooled tensor is a view at its offset, and so is
+        each hosted one (shares: a Reshape's output in its input, a Concat's inputs in its
+        output) at its host's offset plus its own. Such Raster steps then move nothing
+        (raster.hosted)."""
         pool = super().plan_memory(specs, lifetimes, dedicated, constants)
         self.scratch_bytes, self._scratch = 0, None  # the steps prepared next reserve it anew
         self.arena = np.empty(pool.peak_bytes, np.uint8)
+        self.shares = dict(shares or {})
+        offsets = dict(pool.offsets)
+
+        def locate(name: str) -> int | None:
+            if name in offsets:
+                return offsets[name]
+            host, delta = self.shares.get(name, (None, 0))
+            base = None if host is None else locate(host)
+            return None if base is None else base + delta
+
+        for name in self.shares:
+            offset = locate(name)
+            if offset is not None:  # else its host is not pooled: a new array on each run, copied
+                offsets[name] = offset
         self.views = {name: np.ndarray(specs[name].shape, specs[name].dtype, buffer=self.arena, offset=offset)
-                      for name, offset in pool.offsets.items()}
+                      for name, offset in offsets.items()}
         return pool
 
     def reserve_scratch(self, nbytes: int) -> None:

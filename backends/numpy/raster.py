@@ -6,6 +6,11 @@ backends' results may be new arrays on each run. So the kernel keeps, for each i
 output, the array it last saw and the region views over it, and builds a side's views again only
 when that array changed. A run is then at most one fill and one np.copyto per region: building a
 view with as_strided costs several microseconds, more than copying a small region.
+
+In a session, a Raster that copies its one input whole onto its output (Reshape, Flatten,
+Squeeze, ...) or each input whole into one range of its output (a Concat along the outermost
+axis that is not 1) moves nothing: the session places those tensors in one memory
+(NumpyBackend.plan_memory) and the step is idle (hosted).
 """
 from __future__ import annotations
 
@@ -79,8 +84,25 @@ class _Bound:
         self.pairs = list(zip(self.dst, self.src))
 
 
+def hosted(ex) -> bool:
+    """Whether the session placed this step's output in its input (a view: Reshape, Flatten, ...)
+    or its inputs in its output (a Concat whose producers write their parts in place), so that
+    the step has nothing to move (NumpyBackend.plan_memory)."""
+    backend, step = ex.backend, ex.step
+    shares, views = getattr(backend, "shares", {}), getattr(backend, "views", {})
+    names = [name for name in step.inputs if name]
+    out = step.outputs[0]
+    if not names or any(name not in views for name in [*names, out]):
+        return False
+    if len(names) == 1 and shares.get(out) == (names[0], 0):
+        return True
+    return all(shares.get(name, ("",))[0] == out for name in names)
+
+
 def _prepare(ex) -> _Bound:
     bound = ex.state["raster"] = _Bound(ex.step.plan, len(ex.step.inputs))
+    if hosted(ex):
+        ex.nothing_to_compute = True
     return bound
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...engine.geometry import Region, contiguous_strides, simplify
-from ..base import Step
+from ..base import Step, tiling_inputs, view_of_whole_input, whole_input_ranges
 from .backend import GpuExecution, gpu_kernel
 
 MAX_RANK = 6
@@ -132,12 +132,9 @@ class RasterGpu(GpuExecution):
         """The input, when the plan copies all of it, element for element, to the whole output
         (Reshape, Flatten, Squeeze, ...): linear buffers of 32-bit elements on both sides then
         hold the same bytes."""
-        if self.layout != "linear" or self.step.plan.fill is not None:
+        if self.layout != "linear":
             return None
-        ranges = self._linear_ranges()
-        if not ranges or len(ranges) != 1 or ranges[0][1:] != (0, self.step.output_specs[0].size * 4):
-            return None
-        return ranges[0][0]
+        return view_of_whole_input(self._linear_ranges(), self.step.output_specs[0].size * 4)
 
     def embedded_inputs(self) -> list[tuple[str, int]] | None:
         """Each input with its byte offset in the output, when the plan copies every input whole
@@ -148,26 +145,13 @@ class RasterGpu(GpuExecution):
         if step.plan.fill is not None:
             return None
         ranges = self._nc4hw4_ranges() if self.layout == "nc4hw4" else self._linear_ranges()
-        if ranges is None or any(offset % backend.alignment for _, offset, _ in ranges):
-            return None
-        cursor = 0
-        for _, offset, nbytes in sorted(ranges, key=lambda r: r[1]):
-            if offset != cursor:
-                return None
-            cursor += nbytes
-        if cursor != backend.tensor_bytes(step.outputs[0], step.output_specs[0]):
-            return None
-        return [(name, offset) for name, offset, _ in ranges]
+        return tiling_inputs(ranges, backend.tensor_bytes(step.outputs[0], step.output_specs[0]), backend.alignment)
 
     def _linear_ranges(self) -> list[tuple[str, int, int]] | None:
-        """(input, byte offset, bytes) of each region copying a whole input contiguously."""
-        step, ranges = self.step, []
-        for region in step.plan.regions:
-            name, spec = step.inputs[region.src], step.input_specs[region.src]
-            contiguous = region.src_strides == region.dst_strides == (1,) and region.size == (spec.size,)
-            if not contiguous or region.src_offset or self.backend.placement(name).layout != "linear":
-                return None
-            ranges.append((name, region.dst_offset * 4, spec.size * 4))
+        """(input, byte offset, bytes) of each region copying a whole linear input contiguously."""
+        ranges = whole_input_ranges(self.step, lambda name, spec: 4)
+        if ranges is None or any(self.backend.placement(name).layout != "linear" for name, _, _ in ranges):
+            return None
         return ranges
 
     def _nc4hw4_ranges(self) -> list[tuple[str, int, int]] | None:
