@@ -64,6 +64,14 @@ class Execution:
         nothing), or None. Asked after layouts are assigned."""
         return None
 
+    def view_range(self) -> tuple[str, int] | None:
+        """(input, byte offset) when this step's output is a contiguous range of that input's
+        bytes, unchanged: the view_source at offset 0, or, on a backend that can place a tensor at
+        any offset, a Slice or Split of one contiguous range. The session then places the output
+        there and the step does nothing."""
+        source = self.view_source()
+        return None if source is None else (source, 0)
+
     def embedded_inputs(self) -> list[tuple[str, int]] | None:
         """[(input, byte offset)] when this step only places each input, whole, in one range of
         its output's storage, so their producers could write them there directly (then the

@@ -250,9 +250,10 @@ class Session:
 
     def _shared_storage(self, dedicated: set[str], producer: dict) -> tuple[dict[str, tuple[str, int]], int]:
         """(tensor -> (host tensor, byte offset in the host's storage), steps left with nothing
-        to do). A view (Execution.view_source: a Reshape, a layout change that moves nothing)
-        lives in its source; the inputs of a concatenation that places each of them whole in
-        one range of its output (Execution.embedded_inputs) are written there by their producers.
+        to do). A view (Execution.view_range: a Reshape, a layout change that moves nothing, on
+        numpy a Slice of one contiguous range) lives in its source; the inputs of a concatenation
+        that places each of them whole in one range of its output (Execution.embedded_inputs) are
+        written there by their producers.
         Only tensors of one backend, neither constants nor crossing between backends, take part;
         a tensor has at most one host. dedicated: tensors crossing between backends (or graph
         outputs); producer: tensor -> the backend writing it."""
@@ -262,10 +263,10 @@ class Session:
             hosts_dedicated = segment.backend.dedicated_hosts
             for step, execution in segment.steps:
                 out = step.outputs[0] if step.outputs else ""
-                source = execution.view_source()
+                source, offset = execution.view_range() or (None, 0)
                 if (source is not None and out not in dedicated and source not in self.shapes.values
                         and (hosts_dedicated or source not in dedicated)):
-                    shares[out] = (source, 0)
+                    shares[out] = (source, offset)
                     idle += 1
                     continue
                 parts = execution.embedded_inputs()

@@ -69,6 +69,20 @@ class NumpyExecution(Execution):
     def view_source(self) -> str | None:
         return view_of_whole_input(self._moved_ranges(), self.step.output_specs[0].nbytes)
 
+    def view_range(self) -> tuple[str, int] | None:
+        """Also a Raster that reads one contiguous run of an input onto its whole output (a
+        Slice or Split along the outermost axis that is not 1): numpy places arrays anywhere."""
+        step = self.step
+        if step.op.op_type != "Raster" or step.plan is None or step.plan.fill is not None \
+                or len(step.plan.regions) != 1:
+            return None
+        region, out = step.plan.regions[0], step.output_specs[0]
+        spec = step.input_specs[region.src]
+        if region.src_strides != (1,) or region.dst_strides != (1,) or region.size != (out.size,) \
+                or region.dst_offset or np.dtype(spec.dtype) != np.dtype(out.dtype):
+            return None
+        return step.inputs[region.src], region.src_offset * np.dtype(spec.dtype).itemsize
+
     def embedded_inputs(self) -> list[tuple[str, int]] | None:
         return tiling_inputs(self._moved_ranges(), self.step.output_specs[0].nbytes)
 

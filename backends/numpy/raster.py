@@ -7,10 +7,10 @@ output, the array it last saw and the region views over it, and builds a side's 
 when that array changed. A run is then at most one fill and one np.copyto per region: building a
 view with as_strided costs several microseconds, more than copying a small region.
 
-In a session, a Raster that copies its one input whole onto its output (Reshape, Flatten,
-Squeeze, ...) or each input whole into one range of its output (a Concat along the outermost
-axis that is not 1) moves nothing: the session places those tensors in one memory
-(NumpyBackend.plan_memory) and the step is idle (hosted).
+In a session, a Raster that copies one contiguous range of its input onto its whole output
+(Reshape, Flatten, Squeeze, ...; a Slice or Split along the outermost axis that is not 1) or each
+input whole into one range of its output (a Concat along that axis) moves nothing: the session
+places those tensors in one memory (NumpyBackend.plan_memory) and the step is idle (hosted).
 """
 from __future__ import annotations
 
@@ -90,11 +90,11 @@ def hosted(ex) -> bool:
     the step has nothing to move (NumpyBackend.plan_memory)."""
     backend, step = ex.backend, ex.step
     shares, views = getattr(backend, "shares", {}), getattr(backend, "views", {})
-    names = [name for name in step.inputs if name]
+    names = [step.inputs[i] for i in sorted({region.src for region in step.plan.regions})]
     out = step.outputs[0]
     if not names or any(name not in views for name in [*names, out]):
         return False
-    if len(names) == 1 and shares.get(out) == (names[0], 0):
+    if len(names) == 1 and shares.get(out, ("",))[0] == names[0]:  # view_range: only this step hosts its output
         return True
     return all(shares.get(name, ("",))[0] == out for name in names)
 

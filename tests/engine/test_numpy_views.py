@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import check_model
 from onnx import helper
-from test_views import chain_model, concat_model, graph_model
+from test_views import chain_model, concat_model, conv, graph_model
 
 import wgnn
 
@@ -124,3 +124,58 @@ def test_zoo_unet_concats_in_place():
     assert session.report()["views"] == 2 and idle(session) == 2
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def split_model():
+    """x [6, 4] -> Exp -> Split along axis 0 into [2, 4] and [4, 4] (contiguous ranges of the Exp
+    output: views at offsets), a Slice of rows 1..3 of the second part (a view of a view), then
+    tensors of the Exp output's size made before the parts are read: a planner that freed the
+    Exp output at the Split would let them overwrite what the parts are."""
+    import onnx
+
+    consts = {"split": np.array([2, 4], np.int64), "starts": np.array([1], np.int64),
+              "ends": np.array([3], np.int64), "axes": np.array([0], np.int64)}
+    nodes = [helper.make_node("Exp", ["x"], ["e"]),
+             helper.make_node("Split", ["e", "split"], ["top", "rest"], axis=0),
+             helper.make_node("Slice", ["rest", "starts", "ends", "axes"], ["middle"]),
+             helper.make_node("Neg", ["x"], ["n1"]), helper.make_node("Sin", ["n1"], ["n2"]),
+             helper.make_node("Cos", ["n2"], ["n3"]),
+             helper.make_node("ReduceSum", ["n3"], ["s"], keepdims=1, noop_with_empty_axes=0),
+             helper.make_node("Add", ["top", "s"], ["y1"]), helper.make_node("Mul", ["middle", "s"], ["y2"])]
+    model = graph_model(nodes, [("x", [6, 4])], ["y1", "y2"])
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(v, k) for k, v in consts.items())
+    return model
+
+
+def test_split_and_slice_of_contiguous_rows_are_views():
+    model = split_model()
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    check_model(model, {"x": x}, backends=["numpy"], rtol=1e-5, atol=1e-6)
+    session = numpy_session(model)
+    for _ in range(2):
+        y1, y2 = session.run(None, {"x": x})
+        s = np.cos(np.sin(-x)).sum()
+        np.testing.assert_allclose(y1, np.exp(x[:2]) + s, rtol=1e-5)
+        np.testing.assert_allclose(y2, np.exp(x[3:5]) * s, rtol=1e-5)
+    assert session.report()["views"] == 3 and idle(session) == 3
+
+
+@pytest.mark.parametrize("batch, views", [(1, 1), (2, 0)])
+def test_channel_slice_of_one_image_is_a_view(batch, views):
+    """Channels 2..5 of one image are one range of the feature map; of two images, two."""
+    import onnx
+
+    inits: dict = {}
+    nodes = [conv("a", "x", 3, 8, inits),
+             helper.make_node("Slice", ["a", "starts", "ends", "axes"], ["part"]),
+             helper.make_node("Slice", ["a", "starts", "ends", "axes", "steps"], ["every_other"]),
+             helper.make_node("Relu", ["part"], ["y"]), helper.make_node("Relu", ["every_other"], ["z"])]
+    model = graph_model(nodes, [("x", [batch, 3, 5, 4])], ["y", "z"], inits)
+    consts = {"starts": np.array([2], np.int64), "ends": np.array([6], np.int64), "axes": np.array([1], np.int64),
+              "steps": np.array([2], np.int64)}
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(v, k) for k, v in consts.items())
+    x = rng.standard_normal((batch, 3, 5, 4)).astype(np.float32)
+    check_model(model, {"x": x}, backends=["numpy"], rtol=1e-4, atol=1e-5)
+    session = numpy_session(model)
+    session.run(None, {"x": x})
+    assert session.report()["views"] == views and idle(session) == views  # never the step-2 slice
