@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from helpers import check_model
 from onnx import helper
-from test_views import chain_model, concat_model, conv, graph_model
+from test_views import chain_model, concat_model, conv, graph_model, nested_concat_case
 
 import wgnn
 
@@ -98,14 +98,7 @@ def test_concat_that_is_a_graph_output_copies():
 def test_linear_concat_and_nested_concat(rows):
     """Along axis 0 every input is one range of the output at any offset: both Concats in place,
     the outer one holding the inner."""
-    nodes = [helper.make_node("Exp", ["p"], ["ep"]), helper.make_node("Neg", ["q"], ["nq"]),
-             helper.make_node("Concat", ["ep", "nq"], ["cat"], axis=0),
-             helper.make_node("Sin", ["p"], ["sp"]),
-             helper.make_node("Concat", ["cat", "sp"], ["cat2"], axis=0),
-             helper.make_node("Tanh", ["cat2"], ["y"])]
-    model = graph_model(nodes, [("p", [rows[0], 4]), ("q", [rows[1], 4])], ["y"])
-    feeds = {"p": rng.standard_normal((rows[0], 4)).astype(np.float32),
-             "q": rng.standard_normal((rows[1], 4)).astype(np.float32)}
+    model, feeds = nested_concat_case(rows)
     check_model(model, feeds, backends=["numpy"])
     session = numpy_session(model)
     session.run(None, feeds)

@@ -193,12 +193,9 @@ def test_concat_that_is_a_graph_output(adapter):
     assert session.report()["views"] == 1
 
 
-@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
-@pytest.mark.parametrize("rows", [(8, 4), (3, 5)])
-def test_linear_concat_and_nested_concat(adapter, rows):
-    """Concat along axis 0 of linear tensors: in place when each input's byte offset is a
-    multiple of the adapter's binding alignment (32 on lavapipe: (8, 4) both Concats, the outer
-    one holding the inner; (3, 5) the outer only)."""
+def nested_concat_case(rows) -> tuple[onnx.ModelProto, dict]:
+    """Concat(Exp(p), Neg(q)) along axis 0, that and Sin(p) concatenated again, Tanh: p and q
+    [rows[0], 4] and [rows[1], 4]. The model and its feeds."""
     nodes = [helper.make_node("Exp", ["p"], ["ep"]), helper.make_node("Neg", ["q"], ["nq"]),
              helper.make_node("Concat", ["ep", "nq"], ["cat"], axis=0),
              helper.make_node("Sin", ["p"], ["sp"]),
@@ -207,6 +204,16 @@ def test_linear_concat_and_nested_concat(adapter, rows):
     model = graph_model(nodes, [("p", [rows[0], 4]), ("q", [rows[1], 4])], ["y"])
     feeds = {"p": rng.standard_normal((rows[0], 4)).astype(np.float32),
              "q": rng.standard_normal((rows[1], 4)).astype(np.float32)}
+    return model, feeds
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+@pytest.mark.parametrize("rows", [(8, 4), (3, 5)])
+def test_linear_concat_and_nested_concat(adapter, rows):
+    """Concat along axis 0 of linear tensors: in place when each input's byte offset is a
+    multiple of the adapter's binding alignment (32 on lavapipe: (8, 4) both Concats, the outer
+    one holding the inner; (3, 5) the outer only)."""
+    model, feeds = nested_concat_case(rows)
     check_model(model, feeds, backends=["numpy", f"wgpu:{adapter}"])
     session = gpu_session(model, adapter)
     session.run(None, feeds)
