@@ -100,6 +100,20 @@ def whole_input_ranges(step: Step, element_bytes) -> list[tuple[str, int, int]] 
     return ranges
 
 
+def contiguous_run(step: Step) -> tuple[int, int] | None:
+    """(input index, element offset) when a Raster step fills its whole output with one
+    contiguous run of one input's elements (a Slice or Split along the outermost axis that is not
+    1, or a whole-tensor Reshape at offset 0); else None."""
+    plan = step.plan
+    if plan is None or plan.fill is not None or len(plan.regions) != 1:
+        return None
+    region = plan.regions[0]
+    if region.src_strides != (1,) or region.dst_strides != (1,) or region.dst_offset \
+            or region.size != (step.output_specs[0].size,):
+        return None
+    return region.src, region.src_offset
+
+
 def view_of_whole_input(ranges, output_bytes: int) -> str | None:
     """The input a Raster copies, whole, onto its whole output (whole_input_ranges), or None."""
     if not ranges or len(ranges) != 1 or ranges[0][1:] != (0, output_bytes):

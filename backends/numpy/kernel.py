@@ -6,7 +6,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..base import Backend, Execution, Step, register_backend, tiling_inputs, view_of_whole_input, whole_input_ranges
+from ..base import (
+    Backend,
+    Execution,
+    Step,
+    contiguous_run,
+    register_backend,
+    tiling_inputs,
+    view_of_whole_input,
+    whole_input_ranges,
+)
 
 KERNELS: dict[str, Callable] = {}
 
@@ -73,15 +82,14 @@ class NumpyExecution(Execution):
         """Also a Raster that reads one contiguous run of an input onto its whole output (a
         Slice or Split along the outermost axis that is not 1): numpy places arrays anywhere."""
         step = self.step
-        if step.op.op_type != "Raster" or step.plan is None or step.plan.fill is not None \
-                or len(step.plan.regions) != 1:
+        run = contiguous_run(step) if step.op.op_type == "Raster" else None
+        if run is None:
             return None
-        region, out = step.plan.regions[0], step.output_specs[0]
-        spec = step.input_specs[region.src]
-        if region.src_strides != (1,) or region.dst_strides != (1,) or region.size != (out.size,) \
-                or region.dst_offset or np.dtype(spec.dtype) != np.dtype(out.dtype):
+        index, offset = run
+        dtype = np.dtype(step.input_specs[index].dtype)
+        if dtype != np.dtype(step.output_specs[0].dtype):
             return None
-        return step.inputs[region.src], region.src_offset * np.dtype(spec.dtype).itemsize
+        return step.inputs[index], offset * dtype.itemsize
 
     def embedded_inputs(self) -> list[tuple[str, int]] | None:
         return tiling_inputs(self._moved_ranges(), self.step.output_specs[0].nbytes)

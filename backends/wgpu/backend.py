@@ -138,9 +138,9 @@ class GpuExecution(Execution):
         return self.backend.binding(name)
 
     def is_view(self) -> bool:
-        """Whether the session placed this step's output on its view_source(): nothing to run."""
-        source = self.view_source()
-        return source is not None and self.backend.shares.get(self.step.outputs[0]) == (source, 0)
+        """Whether the session placed this step's output on its view_range(): nothing to run."""
+        view = self.view_range()
+        return view is not None and self.backend.shares.get(self.step.outputs[0]) == view
 
     def packed_constant(self, key: str, source: np.ndarray, pack, *, uniform: bool = False) -> str:
         """A GPU copy of pack(source) (e.g. weights repacked for the kernel), made once per

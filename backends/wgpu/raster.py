@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...engine.geometry import Region, contiguous_strides, simplify
-from ..base import Step, tiling_inputs, view_of_whole_input, whole_input_ranges
+from ..base import Step, contiguous_run, tiling_inputs, view_of_whole_input, whole_input_ranges
 from .backend import GpuExecution, gpu_kernel
 
 MAX_RANK = 6
@@ -135,6 +135,20 @@ class RasterGpu(GpuExecution):
         if self.layout != "linear":
             return None
         return view_of_whole_input(self._linear_ranges(), self.step.output_specs[0].size * 4)
+
+    def view_range(self) -> tuple[str, int] | None:
+        """Also one contiguous run of a linear input onto the whole linear output (a Slice or
+        Split along the outermost axis that is not 1), at an offset the adapter can bind."""
+        source = self.view_source()
+        if source is not None:
+            return source, 0
+        run = contiguous_run(self.step) if self.layout == "linear" else None
+        if run is None:
+            return None
+        name, offset = self.step.inputs[run[0]], run[1] * 4
+        if offset % self.backend.alignment or self.backend.placement(name).layout != "linear":
+            return None
+        return name, offset
 
     def embedded_inputs(self) -> list[tuple[str, int]] | None:
         """Each input with its byte offset in the output, when the plan copies every input whole

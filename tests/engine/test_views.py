@@ -222,3 +222,24 @@ def test_linear_concat_and_nested_concat(adapter, rows):
     assert session.report()["views"] == int(inner) + int(outer)
     if alignment == 32:
         assert session.report()["views"] == (2 if rows == (8, 4) else 1)
+
+
+@pytest.mark.parametrize("adapter", [a["index"] for a in gpu_adapters()])
+@pytest.mark.parametrize("split", [(2, 6), (1, 7)])
+def test_split_along_rows_is_a_view_where_the_adapter_can_bind_it(adapter, split):
+    """Split of x [8, 4] along axis 0: each part is one contiguous range of x, so it is a view
+    where its byte offset suits the adapter's binding alignment (the first part always: offset
+    0); the other parts copy. Tensors made after the Split and before the parts are read would
+    overwrite x if the planner freed it at the Split."""
+    nodes = [helper.make_node("Exp", ["x"], ["e"]),
+             helper.make_node("Split", ["e", "split"], ["top", "rest"], axis=0),
+             helper.make_node("Neg", ["x"], ["n1"]), helper.make_node("Sin", ["n1"], ["n2"]),
+             helper.make_node("ReduceSum", ["n2"], ["s"], keepdims=1),
+             helper.make_node("Add", ["top", "s"], ["y1"]), helper.make_node("Mul", ["rest", "s"], ["y2"])]
+    model = graph_model(nodes, [("x", [8, 4])], ["y1", "y2"], {"split": np.array(split, np.int64)})
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    check_model(model, {"x": x}, backends=["numpy", f"wgpu:{adapter}"], rtol=1e-4, atol=1e-4)
+    session = gpu_session(model, adapter)
+    session.run(None, {"x": x})
+    aligned = split[0] * 16 % session.session.backends[0].alignment == 0
+    assert session.report()["views"] == 1 + int(aligned)
