@@ -80,7 +80,6 @@ class Execution:
         return None
 
 
-
 def whole_input_ranges(step: Step, element_bytes) -> list[tuple[str, int, int]] | None:
     """(input, byte offset in the output, bytes) of each region of a Raster step, when every
     region copies one whole input contiguously, element for element, into one range of the output
@@ -132,6 +131,7 @@ def tiling_inputs(ranges, output_bytes: int, alignment: int = 1) -> list[tuple[s
             return None
         cursor += nbytes
     return [(name, offset) for name, offset, _ in ranges] if cursor == output_bytes else None
+
 
 class Backend(ABC):
     name: ClassVar[str] = ""

@@ -13,7 +13,6 @@ from ..base import (
     contiguous_run,
     register_backend,
     tiling_inputs,
-    view_of_whole_input,
     whole_input_ranges,
 )
 
@@ -75,12 +74,10 @@ class NumpyExecution(Execution):
                  for plan in self.state.values() for stage in getattr(plan, "stages", ())]
         return "; ".join(parts) or "numpy"
 
-    def view_source(self) -> str | None:
-        return view_of_whole_input(self._moved_ranges(), self.step.output_specs[0].nbytes)
-
     def view_range(self) -> tuple[str, int] | None:
-        """Also a Raster that reads one contiguous run of an input onto its whole output (a
-        Slice or Split along the outermost axis that is not 1): numpy places arrays anywhere."""
+        """A Raster that reads one contiguous run of an input onto its whole output, of the
+        output's dtype: a Reshape (offset 0), a Slice or Split along the outermost axis that is
+        not 1 (numpy places an array at any offset)."""
         step = self.step
         run = contiguous_run(step) if step.op.op_type == "Raster" else None
         if run is None:

@@ -6,9 +6,10 @@ transformed (Lp's |x|^p), a padded buffer whose border holds the pad value (the 
 max, 0 otherwise) written once; a run copies only the interior. Windows are boxes, so the
 reduction is separable: one pass per spatial axis with a kernel of more than one tap, outermost
 axis first, each pass reducing that axis's taps (strided views built once) with one ufunc call per
-tap into a prepared buffer, the last pass into the output. A 3x3 max pool is then 4 np.maximum calls instead of 8 over
-a freshly padded copy. Without a buffer the views look into the input itself and are rebuilt only
-when the input array changes (the session passes the same arena view on every run).
+tap into a prepared buffer, the last pass into the output. A 3x3 max pool is then 4 np.maximum
+calls instead of 8 over a freshly padded copy. Without a buffer the views look into the input
+itself and are rebuilt only when the input array changes (the session passes the same arena view
+on every run).
 
 Lp pooling sums |x|^p (padding contributes 0) and takes the p-th root. Max pooling with indices
 keeps, per output, the first tap holding the window's maximum (strictly greater replaces: the
