@@ -113,11 +113,14 @@ def contiguous_run(step: Step) -> tuple[int, int] | None:
     return region.src, region.src_offset
 
 
-def view_of_whole_input(ranges, output_bytes: int) -> str | None:
-    """The input a Raster copies, whole, onto its whole output (whole_input_ranges), or None."""
-    if not ranges or len(ranges) != 1 or ranges[0][1:] != (0, output_bytes):
-        return None
-    return ranges[0][0]
+def storage_host(name: str, shares: dict[str, tuple[str, int]]) -> tuple[str, int]:
+    """The tensor whose storage holds `name` (following hosts of hosts through shares, see
+    Session._shared_storage) and the byte offset of `name` in it; (name, 0) for an unhosted one."""
+    offset = 0
+    while name in shares:
+        name, delta = shares[name]
+        offset += delta
+    return name, offset
 
 
 def tiling_inputs(ranges, output_bytes: int, alignment: int = 1) -> list[tuple[str, int]] | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends.base import BACKENDS, Backend, Execution, Step
+from ..backends.base import BACKENDS, Backend, Execution, Step, storage_host
 from .callbacks import Observer, StopRun
 from .continuation import Continuation
 from .errors import HostMemoryError, InputError, UnsupportedOpError, WgnnError
@@ -214,22 +214,17 @@ class Session:
                     for name in step.outputs}
         shares, self.idle_steps = self._shared_storage(dedicated, producer)
 
-        def root(name: str) -> str:
-            while name in shares:
-                name = shares[name][0]
-            return name
-
         first: dict[str, tuple[int, Backend]] = {}
         last: dict[str, int] = {}
         position = 0
         for segment in self.segments:
             for step, _ in segment.steps:
                 for name in step.inputs:
-                    name = root(name)
+                    name = storage_host(name, shares)[0]
                     if name in first:
                         last[name] = position
                 for name in step.outputs:
-                    name = root(name)
+                    name = storage_host(name, shares)[0]
                     if name and name not in dedicated and name not in first:
                         first[name] = (position, segment.backend)
                     if name in first:

@@ -12,6 +12,7 @@ from ..base import (
     Step,
     contiguous_run,
     register_backend,
+    storage_host,
     tiling_inputs,
     whole_input_ranges,
 )
@@ -174,18 +175,10 @@ class NumpyBackend(Backend):
         self.arena = np.empty(pool.peak_bytes, np.uint8)
         self.shares = dict(shares or {})
         offsets = dict(pool.offsets)
-
-        def locate(name: str) -> int | None:
-            if name in offsets:
-                return offsets[name]
-            host, delta = self.shares.get(name, (None, 0))
-            base = None if host is None else locate(host)
-            return None if base is None else base + delta
-
         for name in self.shares:
-            offset = locate(name)
-            if offset is not None:  # else its host is not pooled: a new array on each run, copied
-                offsets[name] = offset
+            host, delta = storage_host(name, self.shares)
+            if host in pool.offsets:  # else its host is not pooled: a new array on each run, copied
+                offsets[name] = pool.offsets[host] + delta
         self.views = {name: np.ndarray(specs[name].shape, specs[name].dtype, buffer=self.arena, offset=offset)
                       for name, offset in offsets.items()}
         return pool

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...engine.errors import AdapterError, DeviceError, DeviceMemoryError, InputError, WgnnError
 from ...engine.ops.base import TensorSpec
-from ..base import Backend, Execution, Step, register_backend
+from ..base import Backend, Execution, Step, register_backend, storage_host
 from .context import get_context, is_lavapipe, lavapipe_threads, lavapipe_threads_chosen_by_environment
 from .loader import STORAGE, TEXTURE_IN, TEXTURE_OUT, TEXTURE_OUT_HALF, UNIFORM, Kernel, pipeline_cache
 from .tuning import kernel_grid, tuned_storage
@@ -663,16 +663,10 @@ class WgpuBackend(Backend):
         # Hosted tensors (views, inputs written into a concatenation) at their host's offset plus
         # theirs; hosts may be hosted in turn. Their executions checked the layouts agree.
         self.shares = dict(shares or {})
-
-        def locate(name: str) -> tuple:
-            if name not in self.shares:
-                return self.locations[name]
-            host, delta = self.shares[name]
-            buffer, offset, _ = locate(host)
-            return buffer, offset + delta, max(4, self.tensor_bytes(name, specs[name]))
-
         for name in self.shares:
-            self.locations[name] = locate(name)
+            host, delta = storage_host(name, self.shares)
+            buffer, offset, _ = self.locations[host]
+            self.locations[name] = buffer, offset + delta, max(4, self.tensor_bytes(name, specs[name]))
         # Constants upload when a dispatch first binds them: weights a kernel only reads repacked
         # (packed_constant) never take GPU memory in their original layout.
         self.pending_constants = dict(constants)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...engine.geometry import Region, contiguous_strides, simplify
-from ..base import Step, contiguous_run, tiling_inputs, view_of_whole_input, whole_input_ranges
+from ..base import Step, contiguous_run, tiling_inputs, whole_input_ranges
 from .backend import GpuExecution, gpu_kernel
 
 MAX_RANK = 6
@@ -128,20 +128,11 @@ class RasterGpu(GpuExecution):
     def layout_inputs(cls, step: Step) -> tuple[int, ...]:
         return tuple(range(len(step.inputs)))
 
-    def view_source(self) -> str | None:
-        """The input, when the plan copies all of it, element for element, to the whole output
-        (Reshape, Flatten, Squeeze, ...): linear buffers of 32-bit elements on both sides then
-        hold the same bytes."""
-        if self.layout != "linear":
-            return None
-        return view_of_whole_input(self._linear_ranges(), self.step.output_specs[0].size * 4)
-
     def view_range(self) -> tuple[str, int] | None:
-        """Also one contiguous run of a linear input onto the whole linear output (a Slice or
-        Split along the outermost axis that is not 1), at an offset the adapter can bind."""
-        source = self.view_source()
-        if source is not None:
-            return source, 0
+        """(input, byte offset) when the plan fills the whole linear output with one contiguous
+        run of a linear input, element for element (Reshape, Flatten, Squeeze, ...: offset 0; a
+        Slice or Split along the outermost axis that is not 1), at an offset the adapter can bind:
+        buffers of 32-bit elements on both sides then hold the same bytes."""
         run = contiguous_run(self.step) if self.layout == "linear" else None
         if run is None:
             return None
