@@ -160,6 +160,7 @@ def test_small_product_rule(monkeypatch):
     assert columns(33, 100, 5000, np.float32) == 5000
     assert columns(16, 576, 3136, np.float32) == 3136  # 108-column bands: too narrow
     assert columns(8, 768, 768, np.float64) == 768
+    assert columns(5, 0, 3, np.float32) == 3  # an empty depth: one product of zeros
     assert columns(8, 768, 768, np.float32, unless_threaded=True) == 768
     monkeypatch.setattr(numpy_blas, "openblas_threads", lambda: 1)
     assert columns(8, 768, 768, np.float32, unless_threaded=True) == 162
