@@ -110,6 +110,10 @@ class CostWeights:
     shared_load_ns: float | None = None  # one vec4 read or write of workgroup memory (None: as load_ns)
     barrier_ns: float = 0.0  # one workgroup barrier, per invocation
     workgroup_memory: bool = True  # whether kernels tiled in workgroup memory are candidates (offers_tiled)
+    # Invocations the adapter runs at once (0: a CPU adapter's workers share them instead). Where
+    # set, the prices are one invocation's chain of dependent work, and a kernel takes one chain
+    # per wave of `concurrency` invocations (estimate_us).
+    concurrency: int = 0
 
 
 # lavapipe / llvmpipe (CPU adapters): `python -m wgnn.tools.fit_conv_cost` (docs/performance.md),
@@ -136,10 +140,18 @@ CPU_WEIGHTS = CostWeights(dispatch_us=34.6, wake_us=36.3, invocation_ns=2.81, lo
 # does better than predicted: 64->64 at 56x56 38.9 ms against conv4's 20.3 (`wgnn bench --kernels
 # --case "Conv 3x3 64->64 @56"`; predicted 3x). The fit tool leaves the tiled path out: on CPU
 # adapters it is a candidate only when forced.
-# Real GPUs: memory traffic still dominates but loads mostly hit caches and dispatches are cheap;
-# an estimate, not a measurement (no such adapter here).
-GPU_WEIGHTS = CostWeights(dispatch_us=8.0, invocation_ns=0.002, load_ns=0.0015, store_ns=0.003, fma_ns=0.0004,
-                          shared_load_ns=0.0005, barrier_ns=0.005)
+# Real GPUs: a conv of a small network leaves most of the GPU idle, so its time is one
+# invocation's chain of dependent loads and multiply-adds, not the work summed over invocations:
+# on an NVIDIA H200 (Vulkan, 2026-12-04) ResNet's 16->16 3x3 conv at 56x56 took 43 us as conv4
+# (392 invocations x 4 slices x 8 pixels) and 26 us tiled (3136 invocations), and MobileNetV2's
+# fused dwpw blocks ran fastest at 1x1 (most invocations, shortest chains; 2x4: 1.5-2.8x slower).
+# Prices: a non-negative least-squares fit (relative errors) of 52 per-op GPU times of zoo
+# resnet and mobilenetv2 at 224 with every conv path and dwpw block forced (`tools/gpu_check.py`'s
+# knob runs; each op's KernelCost per invocation; median error 12%; the literal-weight stem runs
+# 3.4x its estimate, still the cheapest). Store's price also carries what the big blocks spill.
+# concurrency is an estimate (every timing fitted ran in one wave): past it the chains repeat.
+GPU_WEIGHTS = CostWeights(dispatch_us=5.0, invocation_ns=0.0, load_ns=34.2, store_ns=196.0, fma_ns=1.76,
+                          shared_load_ns=14.4, barrier_ns=0.0, concurrency=32768)
 
 
 def adapter_weights(context) -> CostWeights:
@@ -474,7 +486,11 @@ def cheapest(variants: dict[str, KernelCost], weights: CostWeights) -> str:
 def estimate_us(kernels: list[KernelCost], weights: CostWeights) -> float:
     """Dispatch overheads plus each kernel's work spread over the workers its workgroups can keep
     busy (a small conv's few workgroups leave cores idle), each worker past the first costing
-    wake_us to start (so a tiny kernel gains nothing from a second one)."""
+    wake_us to start (so a tiny kernel gains nothing from a second one). On real GPUs (a
+    concurrency): one invocation's chain per wave of that many invocations."""
+    if weights.concurrency:
+        return sum(weights.dispatch_us + k.ns(weights) / max(1, k.invocations) / 1e3
+                   * ceil_div(k.invocations, weights.concurrency) for k in kernels)
     busy = [max(1, min(weights.workers, ceil_div(k.invocations, weights.workgroup))) for k in kernels]
     return sum(weights.dispatch_us + (b - 1) * weights.wake_us + k.ns(weights) / 1e3 / b
                for k, b in zip(kernels, busy, strict=True))
