@@ -46,6 +46,7 @@ DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup 
 KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4", "2x2", "1x2", "1x1")] + [
     ({"WGNN_CONV_PATH": path}, ("resnet", 224))
     for path in ("direct", "gemm1x1", "winograd2", "winograd4", "tiled")] + [
+    ({"WGNN_CONV_PATH": path}, ("resnet", 32)) for path in ("winograd2", "tiled")] + [
     ({"WGNN_CONV_PATH": path}, ("kernels", "Conv 3x3 128->128 @56")) for path in ("direct", "tiled")] + [
     ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
     for tile in ("32", "128")] + [
