@@ -97,10 +97,9 @@ def small_product_columns(rows: int, depth: int, columns: int, dtype, *, unless_
     column bands, each within small_gemm_limit(); columns (one product) where cutting does not pay:
     no such kernel, not float32, more than SMALL_PRODUCT_ROWS rows or a single one (numpy's
     matrix-vector path), an empty depth (nothing to multiply), or bands narrower than
-    SMALL_PRODUCT_COLUMNS. unless_threaded: also
-    one product where OpenBLAS runs on several threads (the small kernel runs on one; a lone
-    product, 8 x 768 by 768 x 768 on two threads, was x1.2 in pieces, where a conv's im2col bands
-    gain from staying in cache either way)."""
+    SMALL_PRODUCT_COLUMNS. unless_threaded: also one product where OpenBLAS runs on several threads
+    (the small kernel runs on one; a lone product, 8 x 768 by 768 x 768 on two threads, was x1.2 in
+    pieces, where a conv's im2col bands gain from staying in cache either way)."""
     limit = small_gemm_limit() if SMALL_PRODUCTS and np.dtype(dtype) == np.float32 else 0
     threaded = unless_threaded and (openblas_threads() or 1) > 1
     if not limit or depth == 0 or not 1 < rows <= SMALL_PRODUCT_ROWS or threaded:
