@@ -1,7 +1,18 @@
 """Reduce and ArgReduce on the GPU: one invocation per output element, looping over its reduced
 elements (kernels_wgsl/reduce/), or a workgroup per output on real GPUs and past llvmpipe's loop
 limit (workgroup_per_row: reduce_workgroup.wgsl, arg_reduce_workgroup.wgsl). Adding a kind is one
-row in a table here."""
+row in a table here.
+
+Where a workgroup per output would leave few workgroups looping over long rows (a ReduceSum of 2^24
+elements to one output took 36.6 ms on an H200, 1.8 GB/s where the adapter copies at 1580 GB/s: one
+workgroup did it all), Reduce splits (reduce_plan): pass 1 (reduce_split.wgsl) gives each (output,
+chunk) pair a workgroup that reduces the chunk into a partial (the kind's combine, then the tree's
+merge), written to a scratch buffer of outputs x chunks; pass 2 (reduce_split_merge.wgsl) merges each
+output's partials and applies the kind's final step with the whole row's count. Every kind splits:
+log_sum_exp's partials carry their chunk's own shift (its largest finite element) and pass 2
+rescales them to the row's. ArgReduce keeps a workgroup per output. (The split's own time on a real
+GPU is not measured yet.)
+"""
 from __future__ import annotations
 
 import math
@@ -50,6 +61,19 @@ INT_KINDS = {
 ROW_KERNEL_ENV = "WGNN_ROW_KERNEL"
 ROW_KERNELS = ("invocation", "workgroup")
 TREE_ITERATIONS = 8  # loop iterations of one reduce/workgroup_tree.wgsl reduction (strides 128 .. 1)
+# The split reduction (reduce_plan). WGNN_REDUCE_SPLIT=<elements per chunk> forces it wherever a
+# workgroup per output runs (0: never), for tests and A/B runs.
+REDUCE_SPLIT_ENV = "WGNN_REDUCE_SPLIT"
+SPLIT_KERNELS = ("reduce/reduce_split.wgsl", "reduce/reduce_split_merge.wgsl")
+# From this many outputs on, a workgroup each keeps a GPU busy enough for the split's second
+# dispatch and partials not to pay (an estimate, not measured).
+SPLIT_MAX_OUTPUTS = 256
+# 64 elements per invocation at least: shorter chunks spend more on their tree merge and partial
+# than on reading.
+SPLIT_MIN_CHUNK = 4096
+# Pass 1's workgroups in all, where the rows are long enough: what an H200 holds at once (132 SMs x
+# 32 resident workgroups of 64 invocations).
+SPLIT_WORKGROUPS = 4096
 
 
 def workgroup_per_row(ex: GpuExecution, one_invocation_iterations: int, row_length: int) -> bool:
@@ -85,6 +109,50 @@ def workgroup_iterations(length: int, passes: int, reductions: int) -> int:
     """Loop iterations of one invocation of a workgroup-per-row kernel: `passes` strided walks over
     a row of `length` (vec4s or elements) and `reductions` workgroup tree reductions."""
     return passes * (1 + -(-length // WORKGROUP)) + reductions * TREE_ITERATIONS
+
+
+def reduce_plan(ex: GpuExecution, outputs: int, outer: int, length: int, passes: int) -> tuple[bool, int]:
+    """(whether each output gets a workgroup, elements per chunk of a split reduction or 0) for
+    `outputs` outputs of `outer` rows of `length` reduced elements each. A workgroup per output as
+    workgroup_per_row decides; then a split where WGNN_REDUCE_SPLIT=<elements per chunk> says so
+    (0: never), or else on real GPUs for fewer than SPLIT_MAX_OUTPUTS outputs over at least two
+    SPLIT_MIN_CHUNK chunks each, cut so that the outputs get SPLIT_WORKGROUPS chunks in all
+    (SPLIT_MIN_CHUNK elements at least each). Not on CPU adapters unless forced: lavapipe ran a
+    ReduceSum of 2^20 elements to one in 8.5 ms split against 3.4 with a workgroup (2 threads).
+    Never where the passes' loops would pass the driver's loop limit."""
+    count = outer * length
+    if not workgroup_per_row(ex, loop_iterations(outer, length, passes), count):
+        return False, 0
+    chunk = forced_chunk()
+    if chunk is None:
+        real_gpu = default_row_kernel(ex.backend.context) == "workgroup"
+        few_long = outputs < SPLIT_MAX_OUTPUTS and count >= 2 * SPLIT_MIN_CHUNK
+        chunks = min(count // SPLIT_MIN_CHUNK, -(-SPLIT_WORKGROUPS // max(outputs, 1)))
+        chunk = -(-count // chunks) if real_gpu and few_long else 0
+    if not outputs or not 0 < chunk < count:
+        return True, 0
+    budget = ex.backend.loop_budget
+    if budget is not None and split_iterations(length, chunk, -(-count // chunk), passes) > budget:
+        return True, 0
+    return True, chunk
+
+
+def forced_chunk() -> int | None:
+    """WGNN_REDUCE_SPLIT's elements per chunk (0: no split), or None where it is not set."""
+    chosen = os.environ.get(REDUCE_SPLIT_ENV, "").strip()
+    if chosen and not chosen.isdigit():
+        raise WgnnError(f"{REDUCE_SPLIT_ENV}={chosen!r}: expected elements per chunk (0: no split)")
+    return int(chosen) if chosen else None
+
+
+def split_iterations(length: int, chunk: int, chunks: int, passes: int) -> int:
+    """Loop iterations of one invocation of reduce_split.wgsl or reduce_split_merge.wgsl, the
+    larger: per outer row a chunk meets, its while loop's, strided_offset's and reduce_row's
+    (up to 7 tail elements), and the 8-element steps of the chunk's share."""
+    rows = -(-chunk // length) + 1
+    split = passes * (rows * 17 + chunk // (8 * WORKGROUP) + 1 + TREE_ITERATIONS)
+    merge = passes * (1 + -(-chunks // WORKGROUP) + TREE_ITERATIONS)
+    return max(split, merge)
 
 
 def reduce_pieces(outer: int, length: int) -> tuple[int, int]:
@@ -167,6 +235,8 @@ class ReduceGpu(GpuExecution):
         return None
 
     def prepare(self) -> None:
+        from .conv_paths import scratch
+
         step = self.step
         x, out = step.input_specs[0], step.output_specs[0]
         kind = step.attrs["kind"]
@@ -174,8 +244,10 @@ class ReduceGpu(GpuExecution):
         outer = math.prod(d[0] for d in others)
         count = length * outer
         passes = 2 if kind == "log_sum_exp" else 1
-        by_workgroup = workgroup_per_row(self, loop_iterations(outer, length, passes), count)
-        pieces, piece = reduce_pieces(outer, length) if by_workgroup else (0, 0)
+        by_workgroup, chunk = reduce_plan(self, out.size, outer, length, passes)
+        chunks = -(-count // chunk) if chunk else 0
+        # Slots 5, 6: reduce_workgroup.wgsl's pieces, or the split kernels' chunks.
+        pieces, piece = (chunks, chunk) if chunk else reduce_pieces(outer, length) if by_workgroup else (0, 0)
         params = [out.size, count, length, stride, identity_word(kind, x.dtype) or 0, pieces, piece, 0]
         params += padded([d[0] for d in kept], 1) + padded([d[1] for d in kept], 0)
         params += padded([d[0] for d in others], 1) + padded([d[1] for d in others], 0)
@@ -183,11 +255,27 @@ class ReduceGpu(GpuExecution):
         init, combine, merge, final = (FLOAT_KINDS if t == "f32" else INT_KINDS)[kind]
         text = {"T": t, "INIT": init, "COMBINE": combine, "MERGE": merge, "FINAL": final,
                 "SHIFTED": "true" if kind == "log_sum_exp" else "false"}
-        if by_workgroup:
-            self.dispatch("reduce/reduce_workgroup.wgsl", [step.inputs[0], step.outputs[0]], params,
-                          out.size * WORKGROUP, text=text)
+        tensors = [step.inputs[0], step.outputs[0]]
+        if chunk:
+            # log_sum_exp's partials: the chunks' sums, then their shifts
+            partials = scratch(self, "reduce partials", -(-out.size * chunks * passes // 4))
+            self.dispatch(SPLIT_KERNELS[0], [step.inputs[0], partials], params, out.size * chunks * WORKGROUP,
+                          text=text)
+            self.dispatch(SPLIT_KERNELS[1], [partials, step.outputs[0]], params, out.size * WORKGROUP, text=text)
+            chosen = SPLIT_KERNELS
+        elif by_workgroup:
+            self.dispatch("reduce/reduce_workgroup.wgsl", tensors, params, out.size * WORKGROUP, text=text)
+            chosen = ("reduce/reduce_workgroup.wgsl",)
         else:
-            self.dispatch("reduce/reduce.wgsl", [step.inputs[0], step.outputs[0]], params, out.size, text=text)
+            self.dispatch("reduce/reduce.wgsl", tensors, params, out.size, text=text)
+            chosen = ("reduce/reduce.wgsl",)
+        # A resize may switch kernels and must compile nothing (the same binding kinds throughout);
+        # the split pair only where reduce_plan may pick it.
+        forced = forced_chunk()
+        splits = bool(forced) if forced is not None else default_row_kernel(self.backend.context) == "workgroup"
+        for path in ("reduce/reduce.wgsl", "reduce/reduce_workgroup.wgsl", *(SPLIT_KERNELS if splits else ())):
+            if path not in chosen:
+                self.compile(path, tensors, text=text)
 
 
 @gpu_kernel("ArgReduce")

@@ -1,6 +1,6 @@
-// The Reduce kernels' kinds (included by reduce.wgsl and reduce_workgroup.wgsl): the kind's
-// start, combine, merge and finish steps (WGSL expressions set by backends/wgpu/reduce.py) and the
-// walk of one row of the walked dim, 8 elements at a time.
+// The Reduce kernels' kinds (included by reduce.wgsl, reduce_workgroup.wgsl, reduce_split.wgsl and
+// reduce_split_merge.wgsl): the kind's start, combine, merge and finish steps (WGSL expressions set
+// by backends/wgpu/reduce.py) and the walk of one row of the walked dim, 8 elements at a time.
 // log_sum_exp first finds the largest finite element and exponentiates x - that (no overflow).
 const SHIFTED: bool = {{SHIFTED}};
 

@@ -8,9 +8,8 @@
 @group(0) @binding(1) var<storage, read_write> y: array<{{T}}>;
 @group(0) @binding(2) var<uniform> params: Params;
 // include: reduce/reduce_kinds.wgsl
+// include: reduce/reduce_tree.wgsl
 override WG: u32 = 64u;
-
-var<workgroup> partials: array<{{T}}, 256>;
 
 // This invocation's share of the reduction.
 fn reduce_share(local: u32, base: i32, outer: u32, shift: {{T}}, finite_max: bool) -> {{T}} {
@@ -25,21 +24,6 @@ fn reduce_share(local: u32, base: i32, outer: u32, shift: {{T}}, finite_max: boo
         acc = merge(finite_max, acc, reduce_row(row, min(piece, length - first), stride, shift, finite_max));
     }
     return acc;
-}
-
-// Every invocation's partial merged; all invocations get the result.
-fn merge_across(local: u32, value: {{T}}, finite_max: bool) -> {{T}} {
-    partials[local] = value;
-    for (var stride = 128u; stride > 0u; stride >>= 1u) {
-        workgroupBarrier();
-        if (local < stride && local + stride < WG) {
-            partials[local] = merge(finite_max, partials[local], partials[local + stride]);
-        }
-    }
-    workgroupBarrier();
-    let result = partials[0];
-    workgroupBarrier();  // every invocation has read the result before the tree is written again
-    return result;
 }
 
 @compute @workgroup_size(WG)
