@@ -7,7 +7,14 @@
 // then reads 4 vec4s of workgroup memory for 64 multiply-adds, against 2 for 16).
 // An invocation's outputs are HALVES x HALVES blocks of 4x4, the blocks TILE / HALVES apart, so
 // that neighbouring invocations read neighbouring vec4s of the staged slices. Each invocation
-// fetches its share of the next slice into registers while the current one's products run.
+// fetches its share of the next slice (whole vec4s of the staged layout) into registers while the
+// current one's products run.
+// No private array is indexed by a variable: naga writes such an index as a bounds-checked loop
+// variable and drivers then keep the array in local memory, not registers (NVIDIA's: 4% of an
+// H200's FMA peak). matmul.py's tiled_text writes the per-invocation code out instead, with
+// literal names and offsets: DECLARE (the accumulators acc_h_i_g, the staging registers next_a*,
+// next_b* and their slots), FETCH (the next slice, at k_next, into those registers), STAGE
+// (them into workgroup memory), PRODUCTS (one slice's KT steps) and STORES (the epilogue).
 // params: as matmul_blocked.wgsl (slots 0..32, 35, the residual R, and 36..42, Y's strides and
 // a split part's width; 33, 34 unused); 4, 5 count TILE-wide tiles.
 @group(0) @binding(0) var<storage, read_write> a: array<{{T}}>;
@@ -22,6 +29,7 @@
 // include: matmul/batch_offsets.wgsl
 override WG: u32 = 64u;
 
+alias Vec = vec4<{{T}}>;
 const TILE = {{TILE}};
 const TM = {{TM}};
 const KT = {{KT}};
@@ -29,39 +37,66 @@ const SIDE = TILE / TM;  // invocations along M and along N
 const THREADS = SIDE * SIDE;
 const HALVES = TM / 4;  // 4x4 blocks of outputs per invocation along M and along N
 const V = TILE / 4;  // vec4s in one k-row of a staged slice
-const LOADS = KT * TILE / THREADS;  // elements of A (and of B) each invocation stages per K step
 // One vec4 of padding per k-row: invocations staging consecutive k (an operand contiguous along k)
 // then write to different banks of workgroup memory, not all to one.
 const ROW = V + 1;
 // a_tile[k * ROW + r] holds rows 4r..4r+3 of the tile at k; b_tile[k * ROW + q] columns 4q..4q+3.
-var<workgroup> a_tile: array<vec4<{{T}}>, KT * ROW>;
-var<workgroup> b_tile: array<vec4<{{T}}>, KT * ROW>;
+var<workgroup> a_tile: array<Vec, KT * ROW>;
+var<workgroup> b_tile: array<Vec, KT * ROW>;
 
-// Element e of a staged KT x TILE slice: (its row of A or column of B in the tile, its k), with k
-// running fastest where the operand is contiguous along k.
-fn slot(e: i32, k_fast: bool) -> vec2<i32> {
+// Vec4 s of a staged KT x V slice: (its vec4 of rows of A or columns of B in the tile, its k),
+// with k running fastest where the operand is contiguous along k.
+fn slot(s: i32, k_fast: bool) -> vec2<i32> {
     if (k_fast) {
-        return vec2<i32>(e / KT, e % KT);
+        return vec2<i32>(s / KT, s % KT);
     }
-    return vec2<i32>(e % TILE, e / TILE);
+    return vec2<i32>(s % V, s / V);
 }
 
-// Element e of A's staged slice at k0 (rows from tm0 of the matrix at ao), zero outside M and K.
-fn fetch_a(e: i32, k0: i32, tm0: i32, ao: i32, k_fast: bool) -> {{T}} {
-    let s = slot(e, k_fast);
-    if (k0 + s.y < p(2u) && tm0 + s.x < p(0u)) {
-        return a[ao + (tm0 + s.x) * p(24u) + (k0 + s.y) * p(25u)];
+// Vec4 `at` (slot) of A's staged slice at k0 (rows from tm0 of the matrix at ao), zero outside M and K.
+fn fetch_a(at: vec2<i32>, k0: i32, tm0: i32, ao: i32) -> Vec {
+    let k = k0 + at.y;
+    let m = tm0 + at.x * 4;
+    let rows = select(0, p(0u) - m, k < p(2u));  // of the 4, those inside M (none past K)
+    let step = p(24u);
+    let i = ao + m * step + k * p(25u);
+    if (rows >= 4) {
+        return Vec(a[i], a[i + step], a[i + 2 * step], a[i + 3 * step]);
     }
-    return {{T}}();
+    var v = Vec();
+    if (rows > 0) {
+        v.x = a[i];
+    }
+    if (rows > 1) {
+        v.y = a[i + step];
+    }
+    if (rows > 2) {
+        v.z = a[i + 2 * step];
+    }
+    return v;
 }
 
-// Element e of B's staged slice at k0 (columns from tn0 of the matrix at bo), zero outside N and K.
-fn fetch_b(e: i32, k0: i32, tn0: i32, bo: i32, k_fast: bool) -> {{T}} {
-    let s = slot(e, k_fast);
-    if (k0 + s.y < p(2u) && tn0 + s.x < p(1u)) {
-        return b[bo + (k0 + s.y) * p(26u) + (tn0 + s.x) * p(27u)];
+// Vec4 `at` (slot) of B's staged slice at k0 (columns from tn0 of the matrix at bo), zero outside N and K.
+fn fetch_b(at: vec2<i32>, k0: i32, tn0: i32, bo: i32) -> Vec {
+    let k = k0 + at.y;
+    let n = tn0 + at.x * 4;
+    let columns = select(0, p(1u) - n, k < p(2u));
+    let step = p(27u);
+    let i = bo + k * p(26u) + n * step;
+    if (columns >= 4) {
+        return Vec(b[i], b[i + step], b[i + 2 * step], b[i + 3 * step]);
     }
-    return {{T}}();
+    var v = Vec();
+    if (columns > 0) {
+        v.x = b[i];
+    }
+    if (columns > 1) {
+        v.y = b[i + step];
+    }
+    if (columns > 2) {
+        v.z = b[i + 2 * step];
+    }
+    return v;
 }
 
 @compute @workgroup_size(WG)
@@ -81,56 +116,27 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
     let bo = offsets.y;
     let co = offsets.z;
     let yo = offsets.w;
-    // Consecutive invocations stage consecutive elements of A's contiguous axis: along k when A is
+    // Consecutive invocations stage consecutive vec4s along A's contiguous axis: along k when A is
     // row-major (unit k stride), else along its rows; B along its columns or along k alike.
     let a_k_fast = p(25u) == 1;
     let b_k_fast = p(26u) == 1 && p(27u) != 1;
     let l = i32(local);
     let tr = l / SIDE;  // this invocation's rows: h * TILE / HALVES + 4tr .. + 3 for each h
     let tc = l % SIDE;  // and columns, alike
-    var acc: array<vec4<{{T}}>, TM * HALVES>;  // row h * 4 + i of the block rows, column block g
-    // This invocation's share of the next slices, fetched into registers one slice ahead: the
-    // loads of slice k0 + KT are in flight while slice k0's products run.
-    var next_a: array<{{T}}, LOADS>;
-    var next_b: array<{{T}}, LOADS>;
-    for (var q = 0; q < LOADS; q++) {
-        next_a[q] = fetch_a(l + THREADS * q, 0, tm0, ao, a_k_fast);
-        next_b[q] = fetch_b(l + THREADS * q, 0, tn0, bo, b_k_fast);
+{{DECLARE}}
+    {  // the first slice; the loads of slice k0 + KT are then in flight while slice k0's products run
+        let k_next = 0;
+{{FETCH}}
     }
     for (var k0 = 0; k0 < k_size; k0 += KT) {
-        for (var q = 0; q < LOADS; q++) {
-            let sa = slot(l + THREADS * q, a_k_fast);
-            a_tile[sa.y * ROW + sa.x / 4][sa.x % 4] = next_a[q];
-            let sb = slot(l + THREADS * q, b_k_fast);
-            b_tile[sb.y * ROW + sb.x / 4][sb.x % 4] = next_b[q];
-        }
+{{STAGE}}
         workgroupBarrier();
         if (k0 + KT < k_size) {
-            for (var q = 0; q < LOADS; q++) {
-                next_a[q] = fetch_a(l + THREADS * q, k0 + KT, tm0, ao, a_k_fast);
-                next_b[q] = fetch_b(l + THREADS * q, k0 + KT, tn0, bo, b_k_fast);
-            }
+            let k_next = k0 + KT;
+{{FETCH}}
         }
-        for (var k = 0; k < KT; k++) {
-            for (var h = 0; h < HALVES; h++) {
-                let av = a_tile[k * ROW + h * (V / HALVES) + tr];
-                for (var g = 0; g < HALVES; g++) {
-                    let bv = b_tile[k * ROW + g * (V / HALVES) + tc];
-                    acc[(h * 4) * HALVES + g] += av.x * bv;
-                    acc[(h * 4 + 1) * HALVES + g] += av.y * bv;
-                    acc[(h * 4 + 2) * HALVES + g] += av.z * bv;
-                    acc[(h * 4 + 3) * HALVES + g] += av.w * bv;
-                }
-            }
-        }
+{{PRODUCTS}}
         workgroupBarrier();
     }
-    for (var h = 0; h < HALVES; h++) {
-        for (var i = 0; i < 4; i++) {
-            let m = tm0 + h * (TILE / HALVES) + tr * 4 + i;
-            for (var g = 0; g < HALVES; g++) {
-                store4(m, tn0 + g * (TILE / HALVES) + tc * 4, acc[(h * 4 + i) * HALVES + g], yo, co);
-            }
-        }
-    }
+{{STORES}}
 }
