@@ -6,10 +6,11 @@ saved.
 Each invocation computes every output slice (C_out <= 32) of a block of output pixels, looping
 over the input slices: the slice's depthwise results (bias, activation) in registers, then their
 products with that slice's pointwise weights added into the output sums. Weights and biases are
-repacked once (known at resize); on CPU adapters 32-bit weights that fit go to uniform buffers, as
-for the other conv kernels (conv_paths.packed_weights: lavapipe loads uniform vec4s about 3x
-faster). Precision fp16-arith (shader-f16): 16-bit depthwise arithmetic and pointwise products,
-32-bit pointwise sums, as the 3x3 depthwise and 1x1 GEMM kernels do.
+repacked once (known at resize); 32-bit weights that fit go to uniform buffers on every adapter
+(conv_paths.weights_binding: lavapipe loads uniform vec4s about 3x faster; on real GPUs every
+invocation reads the same weight at once, which a constant cache broadcasts). Precision
+fp16-arith (shader-f16): 16-bit depthwise arithmetic and pointwise products, 32-bit pointwise
+sums, as the 3x3 depthwise and 1x1 GEMM kernels do.
 
 The block (rows x columns: 2x4, 2x2, 1x2 or 1x1; ConvDwPwExpand's kernel shares the choice and the
 depthwise code, kernels_wgsl/conv/dwpw_stage.wgsl) is picked per dispatch from the output's size.
@@ -248,9 +249,9 @@ class ConvDwPwGpu(GpuExecution):
         half = arithmetic(self.backend) == "f16"
 
         wd, wd_decl = weights_binding(self, "dw_weights", step.input_values[W_DW], pack_depthwise_weights, half=half,
-                                      binding=1, var="wd")
+                                      binding=1, var="wd", broadcast=True)
         wp, wp_decl = weights_binding(self, "pw_weights", step.input_values[W_PW], pack_pointwise_weights, half=half,
-                                      binding=2, var="wp")
+                                      binding=2, var="wp", broadcast=True)
         # Both stages' biases in one buffer, keyed by the depthwise weights (constants of the model,
         # like the biases, so the pair is packed once per session).
         channels = x.shape[1]

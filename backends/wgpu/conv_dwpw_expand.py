@@ -8,7 +8,7 @@ slice of a block of output pixels, then loops over the expand slices, each the p
 times its 4x4 weight blocks. The block is picked from the output's size as for ConvDwPw
 (conv_dwpw.dispatch_block; the expand weights are read once per invocation too, so they count
 with the others). The project and expand weights are packed once into one buffer (a uniform one
-on CPU adapters where they fit, conv_paths.weights_binding), so the kernel binds at most 7 storage
+where they fit, conv_paths.weights_binding), so the kernel binds at most 7 storage
 buffers. fp16-arith as ConvDwPw: 16-bit products, 32-bit sums.
 """
 from __future__ import annotations
@@ -86,9 +86,9 @@ class ConvDwPwExpandGpu(GpuExecution):
                                    pack_expand_weights(w_ex).reshape(-1, 4)])
 
         wd, wd_decl = weights_binding(self, "dw_weights", step.input_values[W_DW], pack_depthwise_weights, half=half,
-                                      binding=1, var="wd")
+                                      binding=1, var="wd", broadcast=True)
         wp, wp_decl = weights_binding(self, "pw_ex_weights", step.input_values[W_PW], pack_both, half=half,
-                                      binding=2, var="wp")
+                                      binding=2, var="wp", broadcast=True)
         channels = x.shape[1]
         biases = self.packed_constant("biases_ex", step.input_values[W_DW], lambda _: np.concatenate(
             [pack_channels(value_or_zeros(step, B_DW, channels)), pack_channels(value_or_zeros(step, B_PW, cout)),

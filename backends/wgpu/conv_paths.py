@@ -703,19 +703,21 @@ def packed_weights(ex, key: str, kernel: str, pack) -> tuple[str, dict[str, str]
 
 
 def weights_binding(ex, key: str, source: np.ndarray, pack, *, half: bool, binding: int = 1,
-                    var: str = "w") -> tuple[str, str]:
+                    var: str = "w", broadcast: bool = False) -> tuple[str, str]:
     """`source` packed by `pack` (rounded to f16 when the kernel multiplies in 16 bits) as the
     execution's packed constant `key`, and the WGSL declaration of binding `binding`, `var`.
     On CPU adapters 32-bit weights that fit go in a uniform buffer: lavapipe loads a uniform vec4
     about 3x faster than a storage one (docs/performance.md); a uniform array's elements are 16
-    bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers: most of these kernels
-    index weights per invocation, which serialises constant-cache reads there (the dwpw kernels
-    read the same weight in every invocation at once, which a constant cache broadcasts:
-    WGNN_CONV_WEIGHTS=uniform measures that; tools/gpu_check.py's knobs do)."""
+    bytes, so 16-bit weights stay in storage. Real GPUs keep storage buffers for kernels that index
+    weights per invocation, which would serialise constant-cache reads there; `broadcast` kernels
+    (the dwpw ones: every invocation reads the same weight at once, which a constant cache
+    broadcasts) take a uniform buffer there too: on an H200, zoo mobilenetv2 at 224 ran 0.95 ->
+    0.76 ms with WGNN_CONV_WEIGHTS=uniform (its dwpw ops' GPU time 0.63 -> 0.51 ms)."""
     from .backend import UNIFORM_ARRAY_BYTES
 
     placement = forced_weights()
-    wanted = placement == "uniform" or (placement == "auto" and ex.backend.context.info.adapter_type == "CPU")
+    wanted = placement == "uniform" or (placement == "auto" and (
+        broadcast or ex.backend.context.info.adapter_type == "CPU"))
     uniform = (wanted and not half and source.size * 4 <= UNIFORM_ARRAY_BYTES
                and np.asarray(pack(source)).size * 4 <= UNIFORM_ARRAY_BYTES)
     name = ex.packed_constant(key, source, half_packer(pack) if half else pack, uniform=uniform)

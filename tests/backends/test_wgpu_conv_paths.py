@@ -581,3 +581,37 @@ def test_gpu_estimates_count_one_chain_per_wave():
     two_waves = replace(GPU_WEIGHTS, concurrency=tiled.invocations // 2)
     work_us = estimates["tiled"] - GPU_WEIGHTS.dispatch_us
     assert choose_path(batch, "conv", two_waves)[1]["tiled"] == pytest.approx(GPU_WEIGHTS.dispatch_us + 2 * work_us)
+
+
+def test_broadcast_weights_go_to_a_uniform_buffer_on_real_gpus(monkeypatch):
+    """Weights every invocation reads at once (the dwpw kernels) go to a uniform buffer on real
+    GPUs too; per-invocation weights stay in storage there; 16-bit weights and weights past a
+    uniform buffer's size stay in storage everywhere; WGNN_CONV_WEIGHTS overrides the rule."""
+    from types import SimpleNamespace
+
+    from wgnn.backends.wgpu.backend import UNIFORM_ARRAY_BYTES
+    from wgnn.backends.wgpu.conv_paths import weights_binding
+
+    def placed(adapter_type: str, size: int = 64, **kw) -> bool:
+        made = {}
+
+        def packed_constant(key, source, pack, uniform):
+            made["uniform"] = uniform
+            return key
+
+        info = SimpleNamespace(adapter_type=adapter_type)
+        ex = SimpleNamespace(backend=SimpleNamespace(context=SimpleNamespace(info=info)),
+                             packed_constant=packed_constant)
+        _, declaration = weights_binding(ex, "w", np.ones(size, np.float32), lambda v: v, **kw)
+        assert made["uniform"] == ("var<uniform>" in declaration)
+        return made["uniform"]
+
+    assert placed("DiscreteGPU", half=False, broadcast=True)
+    assert not placed("DiscreteGPU", half=False)
+    assert placed("CPU", half=False)
+    assert not placed("DiscreteGPU", half=True, broadcast=True)
+    assert not placed("DiscreteGPU", UNIFORM_ARRAY_BYTES // 4 + 1, half=False, broadcast=True)
+    monkeypatch.setenv("WGNN_CONV_WEIGHTS", "storage")
+    assert not placed("DiscreteGPU", half=False, broadcast=True)
+    monkeypatch.setenv("WGNN_CONV_WEIGHTS", "uniform")
+    assert placed("IntegratedGPU", half=False)
