@@ -6,9 +6,10 @@ chosen from the shapes at resize:
   (n, block of 4 outputs) pools every input slice and multiplies it by the block's 4x4 weights.
   Each of the ceil(K / 4) blocks pools x again, with only N * ceil(K / 4) invocations at work, so
   it runs where ceil(K / 4) * C4 * H * W (vec4 loads per batch item) is at most FUSED_LOADS.
-- "pair", two dispatches, for bigger heads: global_pool_nc4hw4.wgsl (the GlobalPool kernel, its
-  store accessor writing the pooled channels as a linear (N, C) scratch buffer) and the MatMul
-  execution (backends/wgpu/matmul.py) of the MatMul the op was fused from, reading that buffer.
+- "pair", two dispatches, for bigger heads: the GlobalPool kernel (pool.dispatch_global_pool: an
+  invocation or, on real GPUs, a workgroup per slice; its store accessor writing the pooled
+  channels as a linear (N, C) scratch buffer) and the MatMul execution (backends/wgpu/matmul.py)
+  of the MatMul the op was fused from, reading that buffer.
 
 Both paths' pipelines are built at every prepare (their texts depend on the storage and the
 weights, not on shapes: dims travel in params), so a resize that switches paths compiles nothing.
@@ -28,10 +29,9 @@ from ..base import Step, part_step
 from .backend import LOOP_BUDGET, GpuExecution, gpu_kernel
 from .conv import activation, ceil_div, known, pack_channels
 from .matmul import MatMulGpu
-from .pool import COMBINE
+from .pool import COMBINE, dispatch_global_pool
 
 KERNEL = "pool/global_pool_matmul_nc4hw4.wgsl"
-POOL_KERNEL = "pool/global_pool_nc4hw4.wgsl"
 # The fused kernel's vec4 loads per batch item, ceil(K / 4) * C4 * (H * W + 4) (each output block
 # pools every slice, then reads its 4x4 weights), up to which it runs instead of the pair.
 FUSED_LOADS = 1 << 13
@@ -186,7 +186,7 @@ class GlobalPoolMatMulGpu(GpuExecution):
                   *accessor_params(TensorSpec((n, c, 1, 1), x.dtype))]
         text = feature_map_text(self, {"x": (step.inputs[0], 0, 4, False)})
         text.update(DECL_Y=linear_store("y", 1, 9), COMBINE=COMBINE[step.attrs["kind"]])
-        self.dispatch(POOL_KERNEL, [step.inputs[0], pooled], params, blocks, text=text)
+        dispatch_global_pool(self, [step.inputs[0], pooled], params, blocks, text, x.shape)
         matmul = MatMulGpu(self.backend, matmul_step(step, pooled))
         matmul.prepare()
         self.dispatches.extend(matmul.dispatches)

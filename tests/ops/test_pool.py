@@ -125,3 +125,24 @@ def test_pool_window_too_large():
     model = make_model("MaxPool", [X], {"kernel_shape": [9, 2]})
     with pytest.raises(wgnn.ShapeError, match="does not fit"):
         wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, {"in0": X})
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool_by_workgroup(op, monkeypatch):
+    """A workgroup per NC4HW4 slice (real GPUs' kernel, forced here): planes smaller than a
+    workgroup, not a multiple of it and over several strides of it, channels not a multiple of 4,
+    batch 2, against onnxruntime; the workgroup kernel ran."""
+    from helpers import gpu_adapters, session_for
+
+    if not gpu_adapters():
+        pytest.skip("no GPU adapter (install mesa-vulkan-drivers)")
+    monkeypatch.setenv("WGNN_ROW_KERNEL", "workgroup")
+    for shape in ((2, 5, 9, 8), (1, 6, 17, 23), (2, 3, 40, 37)):
+        x = rng.standard_normal(shape).astype(np.float32) + 3.0  # all-positive planes: max must not see zeros
+        check_ort(op, [x])
+        model = wgnn.convert(make_model(op, [x]))
+        for adapter in gpu_adapters():
+            session = session_for(model, f"wgpu:{adapter['index']}")
+            session.run(None, {"in0": x})
+            paths = [d.kernel.path for seg in session.session.segments for _, ex in seg.steps for d in ex.dispatches]
+            assert "pool/global_pool_nc4hw4_workgroup.wgsl" in paths, paths

@@ -206,7 +206,7 @@ def test_big_head_runs_two_dispatches(adapter):
     session = session_for(converted(model), f"wgpu:{adapter}")
     session.run(None, feeds)
     paths = [d.kernel.path for d in head_execution(session).dispatches]
-    assert paths[0] == gpu_pool_matmul.POOL_KERNEL and paths[1].startswith("matmul/")
+    assert paths[0] == "pool/global_pool_nc4hw4.wgsl" and paths[1].startswith("matmul/")
 
 
 @needs_gpu
@@ -357,3 +357,17 @@ def ir_head(b_shape, bias_shape=None, x_shape=(2, 6, 3, 3), extra=None):
 def test_shape_errors(model, message):
     with pytest.raises(ShapeError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"x": r(*model.graph.inputs[0].shape)})
+
+
+@needs_gpu
+@pytest.mark.parametrize("adapter", [a["index"] for a in ADAPTERS])
+def test_big_head_pools_by_workgroup(adapter, monkeypatch):
+    """The pair path with a workgroup per slice pooling (real GPUs' kernel, forced here): C = 70
+    (not a multiple of 4), a 28x28 plane over several strides of the workgroup, batch 2."""
+    monkeypatch.setenv("WGNN_ROW_KERNEL", "workgroup")
+    model, feeds = head(c=70, k=64, size=(28, 28), batch=2, bias="1k", act="Relu", trans_b=0)
+    run_everywhere(model, feeds, path="pair", backends=[f"wgpu:{adapter}"])
+    session = session_for(converted(model), f"wgpu:{adapter}")
+    session.run(None, feeds)
+    paths = [d.kernel.path for d in head_execution(session).dispatches]
+    assert paths[0] == "pool/global_pool_nc4hw4_workgroup.wgsl" and paths[1].startswith("matmul/")
