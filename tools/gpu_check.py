@@ -44,6 +44,7 @@ DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup 
 # A target is a zoo model and size, or ("kernels", a `wgnn bench --kernels` case on real GPUs' sizes);
 # --quick runs the first knob of each variable, on the zoo's size or the quick kernel sizes.
 KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4", "2x2", "1x2", "1x1")] + [
+    ({"WGNN_DWPW_GROUPS": groups}, ("mobilenetv2", size)) for size in (224, 32) for groups in ("1", "4")] + [
     ({"WGNN_CONV_PATH": path}, ("resnet", 224))
     for path in ("direct", "gemm1x1", "winograd2", "winograd4", "tiled")] + [
     ({"WGNN_CONV_PATH": path}, ("resnet", 32)) for path in ("winograd2", "tiled")] + [

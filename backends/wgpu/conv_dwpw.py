@@ -26,6 +26,11 @@ load ~3.3 ns, a vec4 FMA ~0.23 ns per invocation, ~36 us to start a second worke
 the invocations rounded up to whole workgroups (the kernel's WG, one SIMD group on CPU adapters),
 and takes the cheapest, the larger block on a tie. On MobileNetV2 (32, 64, 224) it picks the block
 measured fastest or one within the noise of it. WGNN_DWPW_BLOCK=RxC forces a block (A/B runs).
+ConvDwPwExpand's kernel can also give each pixel block 2, 4 or 8 invocations (expand groups,
+chosen with the block; WGNN_DWPW_GROUPS=G forces G), each repeating the depthwise and project
+work and computing its share of the expand slices: on real GPUs, where the cost model prices one
+invocation's chain (conv_paths.GPU_WEIGHTS), that shortens the chains of a small map's few
+invocations; CPU adapters keep one group.
 The first prepare compiles every block's pipeline (a resize compiles nothing): on lavapipe the
 three small blocks together compile in about what the 2x4 one does (MobileNetV2's ConvDwPwExpand
 ops: 2x4 0.17-0.23 s, 2x2 0.08-0.09 s, 1x2 0.04-0.05 s, 1x1 0.03 s; the model's shader compilation
@@ -57,6 +62,10 @@ KERNEL = "conv/dwpw_nc4hw4.wgsl"
 # Output pixels (rows, columns) per invocation the kernels are compiled for, largest first.
 BLOCKS = ((2, 4), (2, 2), (1, 2), (1, 1))
 BLOCK_ENV = "WGNN_DWPW_BLOCK"
+# Expand groups of ConvDwPwExpand's kernel (invocations sharing a pixel block, each with its share
+# of the expand slices), and the variable that forces a count (A/B runs, tests).
+EXPAND_GROUPS = (1, 2, 4, 8)
+GROUPS_ENV = "WGNN_DWPW_GROUPS"
 # The block run first where the driver has yet to generate a bigger one's code (on lavapipe a 2x4
 # expand kernel took 3.3-3.9 s to generate, a 1x2 one about a third of that).
 QUICK_BLOCK = (1, 2)
@@ -82,26 +91,53 @@ class BlockShape:
     uniform: bool = True
 
 
-def block_cost(shape: BlockShape, block: tuple[int, int], workgroup: int) -> KernelCost:
+def block_cost(shape: BlockShape, block: tuple[int, int], workgroup: int, groups: int = 1) -> KernelCost:
     """The dispatch's cost in conv_paths' terms (vec4 loads, stores, FMAs per invocation), with the
-    invocations rounded up to whole workgroups: idle lanes of a SIMD group cost what busy ones do."""
+    invocations rounded up to whole workgroups: idle lanes of a SIMD group cost what busy ones do.
+    With expand `groups`, each pixel block's invocations repeat the depthwise and project work and
+    share the expand slices."""
     rows, cols = block
     pixels = rows * cols
-    invocations = shape.n * ceil_div(shape.oh, rows) * ceil_div(shape.ow, cols)
+    invocations = shape.n * ceil_div(shape.oh, rows) * ceil_div(shape.ow, cols) * groups
     taps = shape.c4s * ((rows - 1) * shape.stride + 3) * ((cols - 1) * shape.stride + 3)
+    expand = ceil_div(shape.e4s, groups)
     # Per input slice 9 depthwise weights and a 4x4 matrix per project slice; the expand matrices.
-    weights = shape.c4s * (9 + 4 * shape.o4s) + 4 * shape.o4s * shape.e4s
-    loads = taps + shape.c4s + shape.o4s + shape.e4s + shape.residual * shape.o4s * pixels  # biases, residual
+    weights = shape.c4s * (9 + 4 * shape.o4s) + 4 * shape.o4s * expand
+    loads = taps + shape.c4s + shape.o4s + expand + shape.residual * shape.o4s * pixels  # biases, residual
+    stores = shape.stores - shape.e4s + expand
     return KernelCost(ceil_div(invocations, workgroup) * workgroup, loads + (0 if shape.uniform else weights),
-                      shape.stores * pixels, weights * pixels, uniform_loads=weights if shape.uniform else 0)
+                      stores * pixels, weights * pixels, uniform_loads=weights if shape.uniform else 0)
+
+
+def choose_layout(shape: BlockShape, weights: CostWeights) -> tuple[tuple[int, int], int]:
+    """(block, expand groups) of least estimated time (the larger block, then the fewer groups, on a
+    tie), with WGNN_DWPW_BLOCK / WGNN_DWPW_GROUPS forcing theirs. Groups only split expand slices
+    (ConvDwPwExpand), one slice at least each."""
+    blocks = [forced_block()] if forced_block() else BLOCKS
+    forced = forced_groups()
+    if not shape.e4s:
+        options = [1]
+    elif forced:
+        options = [forced]
+    else:  # CPU adapters: one group (the repeated depthwise and project work would cost their cores)
+        options = [g for g in EXPAND_GROUPS if g <= shape.e4s and (g == 1 or weights.concurrency)]
+    return min(((b, g) for b in blocks for g in options), key=lambda bg: (
+        estimate_us([block_cost(shape, bg[0], weights.workgroup, bg[1])], weights), -bg[0][0] * bg[0][1], bg[1]))
 
 
 def choose_block(shape: BlockShape, weights: CostWeights) -> tuple[int, int]:
-    """The block of least estimated time (the larger on a tie), or the one WGNN_DWPW_BLOCK forces."""
-    forced = forced_block()
-    if forced:
-        return forced
-    return min(BLOCKS, key=lambda b: (estimate_us([block_cost(shape, b, weights.workgroup)], weights), -b[0] * b[1]))
+    """The block of choose_layout's choice."""
+    return choose_layout(shape, weights)[0]
+
+
+def forced_groups() -> int | None:
+    """WGNN_DWPW_GROUPS=G makes ConvDwPwExpand's kernel run G expand groups (A/B runs, tests)."""
+    value = os.environ.get(GROUPS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise WgnnError(f"{GROUPS_ENV}={value}: expected a count of expand groups (1 or more)")
+    return int(value)
 
 
 def forced_block() -> tuple[int, int] | None:
@@ -133,23 +169,26 @@ def block_text(block: tuple[int, int], stride: int) -> dict[str, str]:
 
 def dispatch_block(ex: GpuExecution, kernel: str, tensors: list[str], params: list, text: dict[str, str],
                    shape: BlockShape) -> tuple[int, int]:
-    """Dispatch `kernel` with the block choose_block picks for `shape` (params slots 0, 1 and 12 set
-    here: invocations, column blocks, row blocks; the RESIDUAL constant from shape.residual), and
-    compile the other blocks' pipelines: a resize may pick another block and must compile nothing.
-    Where the driver has yet to generate a big block's code (ex.quick_first), the QUICK_BLOCK runs
-    until it has. Returns the block dispatched first."""
+    """Dispatch `kernel` with the block and expand groups choose_layout picks for `shape` (params
+    slots 0, 1, 2 and 12 set here: invocations, column blocks, expand groups, row blocks; the
+    RESIDUAL constant from shape.residual), and compile the other blocks' pipelines: a resize may
+    pick another block and must compile nothing (the groups are a param). Where the driver has yet
+    to generate a big block's code (ex.quick_first), the QUICK_BLOCK runs until it has. Returns the
+    block dispatched first."""
     from .backend import WORKGROUP
     from .conv_paths import adapter_weights
     from .tuning import tuned_workgroup
 
     context = ex.backend.context
     weights = replace(adapter_weights(context), workgroup=tuned_workgroup(context, kernel, WORKGROUP))
-    block = choose_block(shape, weights)
+    block, groups = choose_layout(shape, weights)
+    ex.expand_groups = groups
+
     def dispatch(chosen: tuple[int, int], preferred: bool = False):
         rows, cols = ceil_div(shape.oh, chosen[0]), ceil_div(shape.ow, chosen[1])
-        count = shape.n * rows * cols
+        count = shape.n * rows * cols * groups
         block_params = list(params)
-        block_params[0], block_params[1], block_params[12] = count, cols, rows
+        block_params[0], block_params[1], block_params[2], block_params[12] = count, cols, groups, rows
         return ex.dispatch(kernel, tensors, block_params, count, text={**text, **block_text(chosen, shape.stride)},
                            constants=block_constants(chosen, shape), preferred=preferred)
 

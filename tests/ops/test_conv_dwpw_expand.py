@@ -13,7 +13,7 @@ import pytest
 from dwpw_block_cases import STORAGE_PRECISIONS, block_name, blocks_for
 from helpers import gpu_adapters, record_pipelines
 from onnx import TensorProto, helper, numpy_helper
-from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, BLOCKS
+from wgnn.backends.wgpu.conv_dwpw import BLOCK_ENV, BLOCKS, GROUPS_ENV
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
@@ -221,6 +221,42 @@ def test_every_block(options, block, monkeypatch):
     model, feeds = pair(**options)
     check(model, feeds, ["ConvDwPwExpand"] + (["Unary"] if options.get("extra") == "relu" else []), monkeypatch,
           block=block)
+
+
+@pytest.mark.skipif(not ADAPTERS, reason="no GPU adapter (install mesa-vulkan-drivers)")
+@pytest.mark.parametrize("groups", [2, 3, 8])
+@pytest.mark.parametrize("case", ["c5-p3-e6-1x1-image-residual", "c6-p8-e10-3x5-kept",
+                                  "c10-p24-e9-9x11-stride2-residual-output-kept"])
+def test_expand_groups(case, groups, monkeypatch):
+    """Expand groups (real GPUs' choice on small maps, forced here): invocations sharing a pixel
+    block split the expand slices (shares that do not divide them, groups with none at 8), and
+    only group 0 stores the kept block output; blocks 1x1 and 2x4."""
+    monkeypatch.setenv(GROUPS_ENV, str(groups))
+    for block in ((1, 1), (2, 4)):
+        monkeypatch.setenv(BLOCK_ENV, block_name(block))
+        model, feeds = pair(**BLOCK_CASES[case])
+        check(model, feeds, ["ConvDwPwExpand"] + (["Unary"] if BLOCK_CASES[case].get("extra") == "relu" else []),
+              monkeypatch, block=block)
+        session = wgnn.InferenceSession(model_to_bytes(wgnn.convert(model)), providers=["wgpu"])
+        session.run(None, feeds)
+        assert [ex.expand_groups for segment in session.session.segments for step, ex in segment.steps
+                if step.op.op_type == "ConvDwPwExpand"] == [groups]
+
+
+def test_expand_groups_rule():
+    """Real GPUs split MobileNetV2's expand slices in groups (shorter chains, one wave); lavapipe
+    keeps one group (the repeated depthwise and project work costs its cores); ConvDwPw has none."""
+    from dataclasses import replace
+
+    from wgnn.backends.wgpu.conv_dwpw import BlockShape, choose_layout
+    from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS
+
+    lavapipe = replace(CPU_WEIGHTS, workers=2, workgroup=8)
+    for size in (4, 28):
+        shape = BlockShape(1, size, size, 1, 36, 8, 48, stores=48)
+        assert choose_layout(shape, GPU_WEIGHTS)[1] > 1
+        assert choose_layout(shape, lavapipe)[1] == 1
+    assert choose_layout(BlockShape(1, 4, 4, 1, 36, 8, 0, stores=8), GPU_WEIGHTS)[1] == 1
 
 
 @needs_gpu

@@ -38,7 +38,8 @@ def test_quick_check_through_the_script(tmp_path):
     [bench] = json.loads((out / "bench.json").read_text())
     assert bench["step"] == "bench mobilenetv2 32" and bench["env"] == {}
     # The first knob of each variable (the conv paths' resnet is not built in the quick check)
-    knob, tile, weights = json.loads((out / "knobs.json").read_text())
+    knob, groups, tile, weights = json.loads((out / "knobs.json").read_text())
+    assert groups["env"] == {"WGNN_DWPW_GROUPS": "1"} and groups["step"].endswith("mobilenetv2 32")
     assert weights["env"] == {"WGNN_CONV_WEIGHTS": "storage"} and weights["step"].endswith("mobilenetv2 32")
     assert knob["env"] == {"WGNN_DWPW_BLOCK": "2x4"} and knob["dispatches"] == bench["dispatches"]
     assert (f"| WGNN_DWPW_BLOCK=2x4 | mobilenetv2 32 | {knob['latency_ms']['median']:.3f} | "
