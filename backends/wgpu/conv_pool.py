@@ -10,7 +10,8 @@ row 8 conv outputs along W per slice, in registers, then bias, activation and th
 pooled pixels. The pooled pixels per invocation are as many as fit their windows in those 8
 columns (pooled_per_invocation), so windows may be at most 8 wide. The kernel's variant (slices,
 sliding loads where the W stride equals the W dilation, depthwise weights) is a set of override
-constants fixed by the op's weights and attributes: a resize compiles nothing.
+constants fixed by the op's weights and attributes: a resize compiles nothing. On real GPUs an
+invocation takes one output slice where the map is small (gpu_slices); both counts are compiled.
 
 Weights are repacked once (known at resize) per output slice over the range of input slices its
 group reads, zero elsewhere (depthwise: a vec4 per slice and tap); on CPU adapters 32-bit weights
@@ -98,6 +99,17 @@ def slices_per_invocation(w_shape, cin: int, group: int) -> int:
     padded = np.concatenate([lo, np.full(-lo.size % slices, -1)]).reshape(-1, slices)
     shared = all(len(set(row[row >= 0].tolist())) == 1 for row in padded)
     return slices if shared else 1
+
+
+def gpu_slices(ex, balanced: int, single_invocations: int) -> int:
+    """Output slices per invocation: `balanced` (slices_per_invocation) on CPU adapters; on real
+    GPUs, whose cost model prices one invocation's chain (conv_paths.GPU_WEIGHTS), one slice while
+    the `single_invocations` that makes fit in one wave (a small map's few invocations then run a
+    quarter of the chain; zoo unet's 8->16 conv + pool at 56x56 took 98 us on an H200 with 4)."""
+    from .conv_paths import adapter_weights
+
+    concurrency = adapter_weights(ex.backend.context).concurrency
+    return 1 if concurrency and single_invocations <= concurrency else balanced
 
 
 def geometry(step: Step) -> dict:
@@ -214,14 +226,16 @@ class ConvMaxPoolGpu(GpuExecution):
         n, cout = y.shape[:2]
         group = attrs["group"]
         count, _ = slice_ranges(w_shape, x.shape[1], group)
-        slices = slices_per_invocation(w_shape, x.shape[1], group)
+        balanced = slices_per_invocation(w_shape, x.shape[1], group)
         # Depthwise (one input and one output channel per group): a vec4 of the slice's channels per
         # tap, multiplied lane by lane, where the general packing would hold 4x4 diagonal matrices.
         depthwise = w_shape[1] == 1 and cout == group
         pooled = pooled_per_invocation(geo["pool_kernel"][1], geo["pool_strides"][1])
         keeps = keeps_conv(step.node)
         rows, cols = grid_cells(geo, y.shape, keeps)
-        blocks, groups = ceil_div(cols, pooled), ceil_div(ceil_div(cout, 4), slices)
+        blocks = ceil_div(cols, pooled)
+        slices = gpu_slices(self, balanced, n * ceil_div(cout, 4) * rows * blocks)
+        groups = ceil_div(ceil_div(cout, 4), slices)
         invocations = n * groups * rows * blocks
         half = arithmetic(self.backend) == "f16"
         weights, declaration = self._weights(depthwise, half)
@@ -243,8 +257,12 @@ class ConvMaxPoolGpu(GpuExecution):
                               f"fn store_z(n: i32, c4: i32, y: i32, x: i32, v: vec4<{text['FLOAT']}>) {{\n}}")
         text.update(ACC="f32", ACT=activation(step)[0], W_DECL=declaration)
         slide = w_shape[3] > 1 and geo["strides"][1] == geo["dilations"][1]
-        self.dispatch(KERNEL, [step.inputs[0], weights, bias, step.outputs[0], z], params, invocations, text=text,
+        tensors = [step.inputs[0], weights, bias, step.outputs[0], z]
+        self.dispatch(KERNEL, tensors, params, invocations, text=text,
                       constants={"SLICES": slices, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
+        if slices != balanced or gpu_slices(self, balanced, 0) != balanced:  # a resize may take the other
+            self.compile(KERNEL, tensors, text=text, constants={
+                "SLICES": balanced if slices == 1 else 1, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
 
     def _prepare_stem(self, rows: int, cols: int, pooled: int) -> None:
         """conv_stem_maxpool_nc4hw4.wgsl: weights and bias in its text; binds x, y and z (if kept)."""

@@ -8,6 +8,8 @@ their products with the pointwise weights, one output slice at a time. Weights a
 repacked once (known at resize); on CPU adapters 32-bit weights that fit go to uniform buffers, as
 for the other conv kernels (conv_paths.weights_binding: lavapipe loads uniform vec4s about 3x
 faster). Precision fp16-arith (shader-f16): 16-bit products, 32-bit sums, as conv4_nc4hw4.wgsl.
+On real GPUs the pixels per invocation come from the cost model (choose_pixels: fewer pixels,
+shorter chains for a small map's few invocations), and every count's pipeline is compiled.
 """
 from __future__ import annotations
 
@@ -61,11 +63,43 @@ def conv_geometry(step: Step) -> dict:
     return {"kernel": list(w[2:]), "strides": strides, "dilations": dilations, "begin": begin}
 
 
-def variant(geo: dict) -> tuple[int, bool]:
-    """(output pixels per invocation, sliding loads) of the kernel for a conv stage's geometry:
-    sliding where the W stride equals the W dilation (on lavapipe 8 pixels of 3x3 stride 1 took
-    0.6-0.9x the time without; 5x5: 0.6x)."""
-    return PIXELS, PIXELS > 1 and geo["kernel"][1] > 1 and geo["strides"][1] == geo["dilations"][1]
+# Output pixels per invocation the kernel is compiled for on real GPUs (PIXELS on CPU adapters).
+PIXEL_CHOICES = (8, 4, 2, 1)
+
+
+def variant(geo: dict, pixels: int | None = None) -> tuple[int, bool]:
+    """(output pixels per invocation, PIXELS where None; sliding loads) of the kernel for a conv
+    stage's geometry: sliding where the W stride equals the W dilation (on lavapipe 8 pixels of 3x3
+    stride 1 took 0.6-0.9x the time without; 5x5: 0.6x)."""
+    pixels = PIXELS if pixels is None else pixels
+    return pixels, pixels > 1 and geo["kernel"][1] > 1 and geo["strides"][1] == geo["dilations"][1]
+
+
+def pixels_cost(step: Step, geo: dict, pixels: int):
+    """conv_paths.KernelCost of the kernel at `pixels` output pixels per invocation: per tap and
+    input slice the pixels' loads (sliding: each input column of a kernel row once) and the conv
+    weights, MID x pixels 4x4 products; then the pointwise weights and products, the stores."""
+    from .conv_paths import KernelCost
+
+    n, cout, oh, ow = step.output_specs[0].shape
+    kh, kw = geo["kernel"]
+    slices = ceil_div(step.input_specs[0].shape[1], 4)
+    mid, out = ceil_div(step.input_specs[W].shape[0], 4), ceil_div(cout, 4)
+    _, slide = variant(geo, pixels)
+    x_loads = kh * slices * (pixels + kw - 1) if slide else kh * kw * slices * pixels
+    weights = kh * kw * slices * mid * 4 + mid * out * 4
+    return KernelCost(n * oh * ceil_div(ow, pixels), x_loads + weights, out * pixels, weights * pixels)
+
+
+def choose_pixels(step: Step, geo: dict, weights) -> int:
+    """PIXELS on CPU adapters (measured there); on real GPUs, whose cost model prices one
+    invocation's chain (conv_paths.GPU_WEIGHTS), the PIXEL_CHOICES count of least estimate (the
+    more pixels on a tie): a small map's few invocations then run shorter chains."""
+    from .conv_paths import estimate_us
+
+    if not weights.concurrency:
+        return PIXELS
+    return min(PIXEL_CHOICES, key=lambda p: (estimate_us([pixels_cost(step, geo, p)], weights), -p))
 
 
 @gpu_kernel("ConvPw")
@@ -131,7 +165,10 @@ class ConvPwGpu(GpuExecution):
             [pack_channels(value_or_zeros(step, B, cmid)), pack_channels(value_or_zeros(step, B_PW, cout))]))
         residual = step.inputs[RESIDUAL] if has_input(step, RESIDUAL) else step.inputs[0]
         r = step.input_specs[RESIDUAL] if has_input(step, RESIDUAL) else x
-        pixels, slide = variant(geo)
+        from .conv_paths import adapter_weights
+
+        weights = adapter_weights(self.backend.context)
+        pixels, slide = variant(geo, choose_pixels(step, geo, weights))
         blocks = ceil_div(ow, pixels)
         count = n * oh * blocks
         params = [count, blocks, int(has_input(step, RESIDUAL)), 0, *geo["kernel"], *geo["strides"], *geo["dilations"],
@@ -142,5 +179,12 @@ class ConvPwGpu(GpuExecution):
                                        "r": (residual, 5, 26, False)}, half=half)
         text.update(W_DECL=w_decl, WP_DECL=wp_decl, CONV_ACT=activation_expression(step, "conv_activation")[0],
                     ACT=activation_expression(step, "activation")[0])
-        self.dispatch(KERNEL, [step.inputs[0], w, wp, biases, step.outputs[0], residual], params, count, text=text,
+        tensors = [step.inputs[0], w, wp, biases, step.outputs[0], residual]
+        self.dispatch(KERNEL, tensors, params, count, text=text,
                       constants={"MID": ceil_div(cmid, 4), "PIXELS": pixels, "SLIDE": int(slide)})
+        if weights.concurrency:  # a resize may pick another count: it must compile nothing
+            for other in PIXEL_CHOICES:
+                if other != pixels:
+                    _, other_slide = variant(geo, other)
+                    self.compile(KERNEL, tensors, text=text,
+                                 constants={"MID": ceil_div(cmid, 4), "PIXELS": other, "SLIDE": int(other_slide)})

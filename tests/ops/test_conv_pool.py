@@ -230,6 +230,31 @@ def test_kernel_variants(kernel_setup):
 
 
 @needs_gpu
+def test_one_slice_per_invocation_on_real_gpus(kernel_setup, monkeypatch):
+    """Real GPUs (their cost weights patched in here) run one output slice per invocation while
+    that fits one wave, against onnxruntime, with kept conv outputs and balanced counts that do not
+    divide the slices; the balanced pipeline is compiled too (a resize may need it)."""
+    from dataclasses import replace
+
+    from wgnn.backends.wgpu import conv_paths, conv_pool
+
+    monkeypatch.setattr(conv_paths, "adapter_weights", lambda context: conv_paths.GPU_WEIGHTS)
+    for options in (CASES["cin6-cout20-2x2-ceil"], CASES["cin16-cout16-2x2-keep-odd"], {"cout": 32, "stride": 2}):
+        case = Case(**options)
+        run_everywhere(case, [f"wgpu:{ADAPTERS[0]['index']}"])
+        session = session_for(case.ir_model(), f"wgpu:{ADAPTERS[0]['index']}")
+        session.run(None, case.feeds())
+        (dispatch,) = fused_dispatches(session)
+        assert kernel_setup[id(dispatch.kernel)][1]["SLICES"] == 1
+    few = replace(conv_paths.GPU_WEIGHTS, concurrency=1)
+    monkeypatch.setattr(conv_paths, "adapter_weights", lambda context: few)
+    from types import SimpleNamespace
+
+    ex = SimpleNamespace(backend=SimpleNamespace(context=None))
+    assert conv_pool.gpu_slices(ex, 3, 2) == 3 and conv_pool.gpu_slices(ex, 3, 1) == 1
+
+
+@needs_gpu
 def test_weights_in_storage_buffers(monkeypatch):
     """WGNN_CONV_WEIGHTS=storage keeps the weights in storage buffers (the A/B switch of the convs)."""
     monkeypatch.setenv("WGNN_CONV_WEIGHTS", "storage")

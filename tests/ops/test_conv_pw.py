@@ -219,6 +219,37 @@ def test_every_pixel_block(monkeypatch, pixels):
         run_everywhere(Case(**options), [f"wgpu:{ADAPTERS[0]['index']}"])
 
 
+def test_pixels_rule():
+    """CPU adapters keep PIXELS (measured there); real GPUs take fewer pixels per invocation on a
+    small map (zoo unet's 32->16->8 conv at 16x16: one), and more once the invocations fill
+    several waves."""
+    from dataclasses import replace
+
+    from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS
+    from wgnn.backends.wgpu.conv_pw import PIXELS, choose_pixels, conv_geometry
+
+    case = Case(cin=32, cmid=16, cout=8, size=(16, 16))
+    session = wgnn.InferenceSession(case.converted(), providers=["numpy"])
+    session.run(None, case.feeds())
+    [small] = [step for segment in session.session.segments for step, _ in segment.steps
+               if step.op.op_type == "ConvPw"]
+    assert choose_pixels(small, conv_geometry(small), replace(CPU_WEIGHTS, workers=2)) == PIXELS
+    assert choose_pixels(small, conv_geometry(small), GPU_WEIGHTS) == 1
+    assert choose_pixels(small, conv_geometry(small), replace(GPU_WEIGHTS, concurrency=16)) > 1
+
+
+@needs_gpu
+def test_real_gpu_pixels(monkeypatch):
+    """With real GPUs' cost weights (patched in here) the kernel runs the pixels choose_pixels picks
+    and compiles the other counts' pipelines; the results match onnxruntime."""
+    from wgnn.backends.wgpu import conv_paths
+
+    monkeypatch.setattr(conv_paths, "adapter_weights", lambda context: conv_paths.GPU_WEIGHTS)
+    for options in ({"cin": 32, "cmid": 16, "cout": 8, "size": (16, 16), "residual": True},
+                    {"stride": 2, "dilation": 2, "size": (9, 11)}):
+        run_everywhere(Case(**options), [f"wgpu:{ADAPTERS[0]['index']}"])
+
+
 @needs_gpu
 def test_weights_in_storage_buffers(monkeypatch):
     """WGNN_CONV_WEIGHTS=storage keeps the weights in storage buffers (the A/B switch of the convs)."""
