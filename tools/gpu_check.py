@@ -48,6 +48,10 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     ({"WGNN_CONV_PATH": path}, ("resnet", 224))
     for path in ("direct", "gemm1x1", "winograd2", "winograd4", "tiled")] + [
     ({"WGNN_CONV_PATH": path}, ("resnet", 32)) for path in ("winograd2", "tiled")] + [
+    # The chain rules' earlier choices: 8 pixels per ConvPw invocation, balanced ConvMaxPool slices,
+    # a GlobalPool invocation per slice.
+    ({"WGNN_CONVPW_PIXELS": "8", "WGNN_CONVPOOL_SLICES": "balanced"}, ("unet", size)) for size in (224, 32)] + [
+    ({"WGNN_ROW_KERNEL": "invocation"}, ("resnet", 224))] + [
     ({"WGNN_CONV_PATH": path}, ("kernels", "Conv 3x3 128->128 @56")) for path in ("direct", "tiled")] + [
     ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
     for tile in ("32", "128")] + [

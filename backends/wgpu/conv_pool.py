@@ -30,9 +30,11 @@ attributes only (the routing too), so a resize compiles nothing.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from ...engine.errors import WgnnError
 from ...engine.ops.conv_pool import B, W, conv_context, conv_spec, keeps_conv, pool_window
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
@@ -101,13 +103,22 @@ def slices_per_invocation(w_shape, cin: int, group: int) -> int:
     return slices if shared else 1
 
 
+SLICES_ENV = "WGNN_CONVPOOL_SLICES"
+
+
 def gpu_slices(ex, balanced: int, single_invocations: int) -> int:
     """Output slices per invocation: `balanced` (slices_per_invocation) on CPU adapters; on real
     GPUs, whose cost model prices one invocation's chain (conv_paths.GPU_WEIGHTS), one slice while
     the `single_invocations` that makes fit in one wave (a small map's few invocations then run a
-    quarter of the chain; zoo unet's 8->16 conv + pool at 56x56 took 98 us on an H200 with 4)."""
+    quarter of the chain; zoo unet's 8->16 conv + pool at 56x56 took 98 us on an H200 with 4).
+    WGNN_CONVPOOL_SLICES=1|balanced forces one (A/B runs)."""
     from .conv_paths import adapter_weights
 
+    forced = os.environ.get(SLICES_ENV, "").strip()
+    if forced:
+        if forced not in ("1", "balanced"):
+            raise WgnnError(f"{SLICES_ENV}={forced}: expected 1 or balanced")
+        return 1 if forced == "1" else balanced
     concurrency = adapter_weights(ex.backend.context).concurrency
     return 1 if concurrency and single_invocations <= concurrency else balanced
 
@@ -260,7 +271,7 @@ class ConvMaxPoolGpu(GpuExecution):
         tensors = [step.inputs[0], weights, bias, step.outputs[0], z]
         self.dispatch(KERNEL, tensors, params, invocations, text=text,
                       constants={"SLICES": slices, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
-        if slices != balanced or gpu_slices(self, balanced, 0) != balanced:  # a resize may take the other
+        if balanced != 1 and (slices == 1 or gpu_slices(self, balanced, 0) == 1):  # a resize may take the other
             self.compile(KERNEL, tensors, text=text, constants={
                 "SLICES": balanced if slices == 1 else 1, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
 

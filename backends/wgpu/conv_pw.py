@@ -13,8 +13,11 @@ shorter chains for a small map's few invocations), and every count's pipeline is
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from ...engine.errors import WgnnError
 from ...engine.ops.conv_pw import B_PW, RESIDUAL, W_PW, B, W, conv_context
 from ..base import Step
 from .backend import GpuExecution, gpu_kernel
@@ -91,12 +94,22 @@ def pixels_cost(step: Step, geo: dict, pixels: int):
     return KernelCost(n * oh * ceil_div(ow, pixels), x_loads + weights, out * pixels, weights * pixels)
 
 
+PIXELS_ENV = "WGNN_CONVPW_PIXELS"
+
+
 def choose_pixels(step: Step, geo: dict, weights) -> int:
     """PIXELS on CPU adapters (measured there); on real GPUs, whose cost model prices one
     invocation's chain (conv_paths.GPU_WEIGHTS), the PIXEL_CHOICES count of least estimate (the
-    more pixels on a tie): a small map's few invocations then run shorter chains."""
+    more pixels on a tie): a small map's few invocations then run shorter chains.
+    WGNN_CONVPW_PIXELS=N forces N (A/B runs)."""
     from .conv_paths import estimate_us
 
+    forced = os.environ.get(PIXELS_ENV, "").strip()
+    if forced:
+        if forced not in {str(p) for p in PIXEL_CHOICES}:
+            choices = ", ".join(map(str, PIXEL_CHOICES))
+            raise WgnnError(f"{PIXELS_ENV}={forced}: the ConvPw kernel runs {choices} pixels")
+        return int(forced)
     if not weights.concurrency:
         return PIXELS
     return min(PIXEL_CHOICES, key=lambda p: (estimate_us([pixels_cost(step, geo, p)], weights), -p))
@@ -182,7 +195,7 @@ class ConvPwGpu(GpuExecution):
         tensors = [step.inputs[0], w, wp, biases, step.outputs[0], residual]
         self.dispatch(KERNEL, tensors, params, count, text=text,
                       constants={"MID": ceil_div(cmid, 4), "PIXELS": pixels, "SLIDE": int(slide)})
-        if weights.concurrency:  # a resize may pick another count: it must compile nothing
+        if weights.concurrency or os.environ.get(PIXELS_ENV):  # a resize may pick another count: compile them
             for other in PIXEL_CHOICES:
                 if other != pixels:
                     _, other_slide = variant(geo, other)

@@ -246,6 +246,12 @@ def test_one_slice_per_invocation_on_real_gpus(kernel_setup, monkeypatch):
         session.run(None, case.feeds())
         (dispatch,) = fused_dispatches(session)
         assert kernel_setup[id(dispatch.kernel)][1]["SLICES"] == 1
+    monkeypatch.setenv("WGNN_CONVPOOL_SLICES", "balanced")
+    assert conv_pool.gpu_slices(None, 3, 1) == 3
+    monkeypatch.setenv("WGNN_CONVPOOL_SLICES", "2")
+    with pytest.raises(wgnn.WgnnError, match="WGNN_CONVPOOL_SLICES=2"):
+        conv_pool.gpu_slices(None, 3, 1)
+    monkeypatch.delenv("WGNN_CONVPOOL_SLICES")
     few = replace(conv_paths.GPU_WEIGHTS, concurrency=1)
     monkeypatch.setattr(conv_paths, "adapter_weights", lambda context: few)
     from types import SimpleNamespace

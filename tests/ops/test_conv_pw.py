@@ -250,6 +250,18 @@ def test_real_gpu_pixels(monkeypatch):
         run_everywhere(Case(**options), [f"wgpu:{ADAPTERS[0]['index']}"])
 
 
+def test_forced_pixels(monkeypatch):
+    """WGNN_CONVPW_PIXELS=N forces the pixels per invocation (A/B runs); other values are refused."""
+    from wgnn.backends.wgpu.conv_paths import GPU_WEIGHTS
+    from wgnn.backends.wgpu.conv_pw import choose_pixels
+
+    monkeypatch.setenv("WGNN_CONVPW_PIXELS", "2")
+    assert choose_pixels(None, {}, GPU_WEIGHTS) == 2
+    monkeypatch.setenv("WGNN_CONVPW_PIXELS", "3")
+    with pytest.raises(wgnn.WgnnError, match="WGNN_CONVPW_PIXELS=3"):
+        choose_pixels(None, {}, GPU_WEIGHTS)
+
+
 @needs_gpu
 def test_weights_in_storage_buffers(monkeypatch):
     """WGNN_CONV_WEIGHTS=storage keeps the weights in storage buffers (the A/B switch of the convs)."""
