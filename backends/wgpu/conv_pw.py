@@ -14,6 +14,7 @@ shorter chains for a small map's few invocations), and every count's pipeline is
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -95,12 +96,18 @@ def pixels_cost(step: Step, geo: dict, pixels: int):
 
 
 PIXELS_ENV = "WGNN_CONVPW_PIXELS"
+# The invocations this kernel's chains run at once on a real GPU, in place of the cost weights'
+# concurrency: on an H200 (zoo unet) 1 pixel per invocation beat 8 at 256 and 1024 invocations
+# (16x16: 99 against 112 us; 32x32: 17 against 50 us), but at 112x112 (12544 invocations) took
+# 258 us against 8 pixels' 135, and 2 pixels at 224x224 (25088) 103 against 65.
+CONCURRENCY = 2048
 
 
 def choose_pixels(step: Step, geo: dict, weights) -> int:
     """PIXELS on CPU adapters (measured there); on real GPUs, whose cost model prices one
-    invocation's chain (conv_paths.GPU_WEIGHTS), the PIXEL_CHOICES count of least estimate (the
-    more pixels on a tie): a small map's few invocations then run shorter chains.
+    invocation's chain per wave (conv_paths.GPU_WEIGHTS; waves of CONCURRENCY invocations here),
+    the PIXEL_CHOICES count of least estimate (the more pixels on a tie): a small map's few
+    invocations then run shorter chains, a big map's keep 8 pixels.
     WGNN_CONVPW_PIXELS=N forces N (A/B runs)."""
     from .conv_paths import estimate_us
 
@@ -112,7 +119,8 @@ def choose_pixels(step: Step, geo: dict, weights) -> int:
         return int(forced)
     if not weights.concurrency:
         return PIXELS
-    return min(PIXEL_CHOICES, key=lambda p: (estimate_us([pixels_cost(step, geo, p)], weights), -p))
+    waves = replace(weights, concurrency=min(weights.concurrency, CONCURRENCY))
+    return min(PIXEL_CHOICES, key=lambda p: (estimate_us([pixels_cost(step, geo, p)], waves), -p))
 
 
 @gpu_kernel("ConvPw")

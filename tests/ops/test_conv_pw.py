@@ -221,20 +221,25 @@ def test_every_pixel_block(monkeypatch, pixels):
 
 def test_pixels_rule():
     """CPU adapters keep PIXELS (measured there); real GPUs take fewer pixels per invocation on a
-    small map (zoo unet's 32->16->8 conv at 16x16: one), and more once the invocations fill
-    several waves."""
+    small map (zoo unet's 32->16->8 conv at 16x16: one, measured faster on an H200) and 8 on a big
+    one (at 112x112, measured 2x faster than one)."""
     from dataclasses import replace
 
     from wgnn.backends.wgpu.conv_paths import CPU_WEIGHTS, GPU_WEIGHTS
     from wgnn.backends.wgpu.conv_pw import PIXELS, choose_pixels, conv_geometry
 
-    case = Case(cin=32, cmid=16, cout=8, size=(16, 16))
-    session = wgnn.InferenceSession(case.converted(), providers=["numpy"])
-    session.run(None, case.feeds())
-    [small] = [step for segment in session.session.segments for step, _ in segment.steps
-               if step.op.op_type == "ConvPw"]
+    def step_at(size):
+        case = Case(cin=32, cmid=16, cout=8, size=size)
+        session = wgnn.InferenceSession(case.converted(), providers=["numpy"])
+        session.run(None, case.feeds())
+        [step] = [step for segment in session.session.segments for step, _ in segment.steps
+                  if step.op.op_type == "ConvPw"]
+        return step
+
+    small, big = step_at((16, 16)), step_at((112, 112))
     assert choose_pixels(small, conv_geometry(small), replace(CPU_WEIGHTS, workers=2)) == PIXELS
     assert choose_pixels(small, conv_geometry(small), GPU_WEIGHTS) == 1
+    assert choose_pixels(big, conv_geometry(big), GPU_WEIGHTS) == 8
     assert choose_pixels(small, conv_geometry(small), replace(GPU_WEIGHTS, concurrency=16)) > 1
 
 
