@@ -252,3 +252,30 @@ def fresh_warmup_cache(monkeypatch, tmp_path, adapter: int):
     monkeypatch.setattr(cache, "warmup", warmup.DriverWarmup(context))
     monkeypatch.setattr(cache, "pipelines", {})
     return cache
+
+
+def matmul_reference(a, b, c, res, attrs) -> np.ndarray:
+    """An IR MatMul's act(alpha * op(A) @ op(B) + beta * C + R) in float64 (int64 for integers,
+    whose kernels take no alpha and beta); c and res may be None."""
+    wide = np.float64 if a.dtype.kind == "f" else np.int64
+    a, b = a.astype(wide), b.astype(wide)
+    if attrs.get("trans_a") and a.ndim > 1:
+        a = np.swapaxes(a, -1, -2)
+    if attrs.get("trans_b") and b.ndim > 1:
+        b = np.swapaxes(b, -1, -2)
+    floats = wide is np.float64
+    y = np.matmul(a, b) * attrs.get("alpha", 1.0) if floats else np.matmul(a, b)
+    if c is not None:
+        y = y + attrs.get("beta", 1.0) * c.astype(wide) if floats else y + c
+    if res is not None:
+        y = y + res.astype(wide)
+    kind, lo, hi = attrs.get("activation", ""), attrs.get("activation_alpha", 0.0), attrs.get("activation_beta", 0.0)
+    if kind == "relu":
+        y = np.maximum(y, 0)
+    elif kind == "leaky_relu":
+        y = np.where(y >= 0, y, lo * y)
+    elif kind == "clip":
+        y = np.minimum(np.maximum(y, lo), hi)
+    elif kind == "sigmoid":
+        y = 1.0 / (1.0 + np.exp(-y))
+    return np.asarray(y)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from helpers import gpu_adapters, gpu_fallbacks, session_for
+from helpers import gpu_adapters, gpu_fallbacks, matmul_reference, session_for
 from helpers import test_backends as backends_to_test
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
 from wgnn.models.format import model_to_bytes, read_model
@@ -38,28 +38,6 @@ def output_shape(a: tuple, b: tuple, trans_a: int, trans_b: int) -> tuple:
     return np.matmul(np.zeros(a, np.float32), np.zeros(b, np.float32)).shape
 
 
-def reference(a, b, c, res, attrs) -> np.ndarray:
-    """act(alpha * op(A) @ op(B) + beta * C + R) in float64 (int64 for integers)."""
-    wide = np.float64 if a.dtype.kind == "f" else np.int64
-    a, b = a.astype(wide), b.astype(wide)
-    if attrs.get("trans_a") and a.ndim > 1:
-        a = np.swapaxes(a, -1, -2)
-    if attrs.get("trans_b") and b.ndim > 1:
-        b = np.swapaxes(b, -1, -2)
-    y = np.matmul(a, b) * attrs.get("alpha", 1.0) if wide is np.float64 else np.matmul(a, b)
-    if c is not None:
-        y = y + attrs.get("beta", 1.0) * c.astype(wide) if wide is np.float64 else y + c
-    y = y + res.astype(wide)
-    kind, lo, hi = attrs.get("activation", ""), attrs.get("activation_alpha", 0.0), attrs.get("activation_beta", 0.0)
-    if kind == "relu":
-        y = np.maximum(y, 0)
-    elif kind == "clip":
-        y = np.minimum(np.maximum(y, lo), hi)
-    elif kind == "sigmoid":
-        y = 1.0 / (1.0 + np.exp(-y))
-    return np.asarray(y)
-
-
 def residual_model(a_shape, b_shape, *, c_shape=None, attrs=None, const_b=False, dtype=np.float32,
                    res_shape=None, res_dtype=None):
     """(model, feeds, expected) of one IR MatMul(a, b, c, res) (b a graph input or an initializer,
@@ -82,7 +60,7 @@ def residual_model(a_shape, b_shape, *, c_shape=None, attrs=None, const_b=False,
         initializers["c"] = c
     node = Node("MatMul", ["a", "b", "c" if c is not None else "", "res"], ["y"], attrs, name="mm")
     graph = Graph(nodes=[node], inputs=inputs, outputs=[TensorInfo("y", dt)], initializers=initializers)
-    expected = reference(a, b, c, res, attrs) if res_shape is None and res_dtype is None else None
+    expected = matmul_reference(a, b, c, res, attrs) if res_shape is None and res_dtype is None else None
     return read_model(model_to_bytes(Model(graph))), feeds, expected
 
 

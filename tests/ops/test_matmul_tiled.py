@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import gpu_adapters, session_for
+from helpers import gpu_adapters, matmul_reference, session_for
 from wgnn.engine.graph import Graph, Model, Node, TensorInfo
 
 rng = np.random.default_rng(23)
@@ -31,39 +31,16 @@ def tile(request, monkeypatch):
     return request.param
 
 
-def expected(a, b, c, res, attrs) -> np.ndarray:
-    """act(alpha * op(A) @ op(B) + beta * C + R) in float64 (int64 for integers)."""
-    wide = np.float64 if a.dtype.kind == "f" else np.int64
-    a, b = a.astype(wide), b.astype(wide)
-    if attrs.get("trans_a") and a.ndim > 1:
-        a = np.swapaxes(a, -1, -2)
-    if attrs.get("trans_b") and b.ndim > 1:
-        b = np.swapaxes(b, -1, -2)
-    y = attrs.get("alpha", 1) * np.matmul(a, b)
-    if c is not None:
-        y = y + attrs.get("beta", 1) * c.astype(wide)
-    if res is not None:
-        y = y + res.astype(wide)
-    kind = attrs.get("activation")
-    if kind == "relu":
-        y = np.maximum(y, 0)
-    elif kind == "leaky_relu":
-        y = np.where(y >= 0, y, attrs["activation_alpha"] * y)
-    elif kind == "clip":
-        y = np.clip(y, attrs["activation_alpha"], attrs["activation_beta"])
-    return np.asarray(y)
-
-
 def check(tile: str, a_shape, b_shape, *, c_shape=None, residual=False, attrs=None, dtype=np.float32):
     """One IR MatMul(a, b[, c][, res]) on every GPU adapter, checked to run the tiled kernel with
     the forced tile, against numpy."""
     attrs = dict(attrs or {})
     a, b = r(*a_shape, dtype=dtype), r(*b_shape, dtype=dtype)
     c = r(*c_shape, dtype=dtype) if c_shape is not None else None
-    want = expected(a, b, c, None, attrs)
+    want = matmul_reference(a, b, c, None, attrs)
     res = r(*want.shape, dtype=dtype) if residual else None
     if residual:
-        want = expected(a, b, c, res, attrs)
+        want = matmul_reference(a, b, c, res, attrs)
     dt = np.dtype(dtype).name
     feeds = {"a": a, "b": b, **({"c": c} if c is not None else {}), **({"res": res} if residual else {})}
     node = Node("MatMul", ["a", "b", "c" if c is not None else "", "res" if residual else ""], ["y"], attrs,
