@@ -150,6 +150,7 @@ CPU_WEIGHTS = CostWeights(dispatch_us=34.6, wake_us=36.3, invocation_ns=2.81, lo
 # knob runs; each op's KernelCost per invocation; median error 12%; the literal-weight stem runs
 # 3.4x its estimate, still the cheapest). Store's price also carries what the big blocks spill.
 # concurrency is an estimate (every timing fitted ran in one wave): past it the chains repeat.
+# `python -m wgnn.tools.fit_gpu_cost knobs.json` refits the prices from such runs.
 GPU_WEIGHTS = CostWeights(dispatch_us=5.0, invocation_ns=0.0, load_ns=34.2, store_ns=196.0, fma_ns=1.76,
                           shared_load_ns=14.4, barrier_ns=0.0, concurrency=32768)
 
