@@ -113,12 +113,13 @@ def choose_layout(shape: BlockShape, weights: CostWeights) -> tuple[tuple[int, i
     """(block, expand groups) of least estimated time (the larger block, then the fewer groups, on a
     tie), with WGNN_DWPW_BLOCK / WGNN_DWPW_GROUPS forcing theirs. Groups only split expand slices
     (ConvDwPwExpand), one slice at least each."""
-    blocks = [forced_block()] if forced_block() else BLOCKS
-    forced = forced_groups()
+    block = forced_block()
+    blocks = [block] if block else BLOCKS
+    groups = forced_groups()
     if not shape.e4s:
         options = [1]
-    elif forced:
-        options = [forced]
+    elif groups:
+        options = [groups]
     else:  # CPU adapters: one group (the repeated depthwise and project work would cost their cores)
         options = [g for g in EXPAND_GROUPS if g <= shape.e4s and (g == 1 or weights.concurrency)]
     return min(((b, g) for b in blocks for g in options), key=lambda bg: (

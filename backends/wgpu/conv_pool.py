@@ -271,9 +271,10 @@ class ConvMaxPoolGpu(GpuExecution):
         tensors = [step.inputs[0], weights, bias, step.outputs[0], z]
         self.dispatch(KERNEL, tensors, params, invocations, text=text,
                       constants={"SLICES": slices, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
-        if balanced != 1 and (slices == 1 or gpu_slices(self, balanced, 0) == 1):  # a resize may take the other
-            self.compile(KERNEL, tensors, text=text, constants={
-                "SLICES": balanced if slices == 1 else 1, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
+        # A resize may take the other count: a small map's (what fits a wave) or a big map's (balanced).
+        for other in {gpu_slices(self, balanced, 0), balanced} - {slices}:
+            self.compile(KERNEL, tensors, text=text,
+                         constants={"SLICES": other, "SLIDE": int(slide), "DEPTHWISE": int(depthwise)})
 
     def _prepare_stem(self, rows: int, cols: int, pooled: int) -> None:
         """conv_stem_maxpool_nc4hw4.wgsl: weights and bias in its text; binds x, y and z (if kept)."""

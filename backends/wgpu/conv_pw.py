@@ -166,7 +166,7 @@ class ConvPwGpu(GpuExecution):
         return kh * (max(kw * (slices + 1), slices * (kw + 1)) + 1) + MAX_SLICES + 8
 
     def prepare(self) -> None:
-        from .conv_paths import weights_binding
+        from .conv_paths import adapter_weights, weights_binding
         from .elementwise import feature_map_text
         from .layout import accessor_params, arithmetic
 
@@ -186,8 +186,6 @@ class ConvPwGpu(GpuExecution):
             [pack_channels(value_or_zeros(step, B, cmid)), pack_channels(value_or_zeros(step, B_PW, cout))]))
         residual = step.inputs[RESIDUAL] if has_input(step, RESIDUAL) else step.inputs[0]
         r = step.input_specs[RESIDUAL] if has_input(step, RESIDUAL) else x
-        from .conv_paths import adapter_weights
-
         weights = adapter_weights(self.backend.context)
         pixels, slide = variant(geo, choose_pixels(step, geo, weights))
         blocks = ceil_div(ow, pixels)
