@@ -55,8 +55,11 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     ({"WGNN_CONV_PATH": path}, ("kernels", "Conv 3x3 128->128 @56")) for path in ("direct", "tiled")] + [
     ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
     for tile in ("32", "128")] + [
-    ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")]
-QUICK_KERNEL_CASE = "MatMul 128^3"
+    ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")] + [
+    # Split keys against whole keys, and a split twice as long as the rule's 64 keys.
+    ({"WGNN_ATTENTION_SPLIT": split}, ("kernels", "Attention 12x512x64")) for split in ("0", "128")]
+# A kernel knob's case in the quick check: the quick tier's case of the same op.
+QUICK_KERNEL_CASES = {"MatMul": "MatMul 128^3", "Conv": "Conv 3x3 16->16 @14", "Attention": "Attention 2x32x16"}
 GATHERED = ("bench.json", "knobs.json")  # result files of several steps (write_results)
 OUTPUT_CHARS = 6000  # of a step's output kept in report.md (the tail)
 MIN_STEP_S = 5.0  # a step is not started with less time than this left
@@ -121,7 +124,7 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     knobs = [knob for i, knob in enumerate(KNOBS) if not quick or set(knob[0]) not in [set(k[0]) for k in KNOBS[:i]]]
     for env, (name, what) in knobs:
         if name == "kernels":
-            case = QUICK_KERNEL_CASE if quick else what
+            case = QUICK_KERNEL_CASES[what.split()[0]] if quick else what
             label, argv = case.replace(" ", "-"), [*CLI, "bench", "--kernels", *target, "--case", case, "--json",
                                                    *quick_flag]
         else:

@@ -31,7 +31,17 @@ from .backend import EXECUTIONS, WORKGROUP, GpuExecution, gpu_kernel
 from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes, stored_product
 
 KERNELS = {"rows": "matmul/attention.wgsl", "tiled": "matmul/attention_tiled.wgsl"}
+MERGE_KERNEL = "matmul/attention_merge.wgsl"
 VARIANT_ENV = "WGNN_ATTENTION_VARIANT"
+# Split keys (split_keys): WGNN_ATTENTION_SPLIT=<keys per split> forces it wherever the tiled kernel
+# runs (0: never), for tests and A/B runs.
+SPLIT_ENV = "WGNN_ATTENTION_SPLIT"
+# Pass 1's workgroups to aim for: what keeps an H200's 132 SMs busy with a few workgroups each at
+# the registers a row of 64-wide heads holds (an estimate, not measured).
+SPLIT_WORKGROUPS = 1024
+# Keys per split at least (4 tiles of 16): shorter splits spend more on their partials and the
+# merge than they save.
+SPLIT_MIN_KEYS = 64
 TILE_KEYS = 16  # keys per workgroup-memory tile (tiled kernel) up to 64-wide heads
 TILE_BYTES = 8192  # K and V tile bytes at most: wider heads take fewer keys per tile
 ROWS_MAX_HEAD = 64  # widest head of the rows kernel (registers; lavapipe's code generation)
@@ -68,6 +78,32 @@ def kernel_variant(context) -> str:
 def default_variant(context) -> str:
     """The variant where nothing was tuned: "rows" on CPU adapters, "tiled" on real GPUs."""
     return "rows" if context.info.adapter_type == "CPU" else "tiled"
+
+
+def forced_split() -> int | None:
+    """WGNN_ATTENTION_SPLIT's keys per split (0: no split), or None where it is not set."""
+    chosen = os.environ.get(SPLIT_ENV, "").strip()
+    if chosen and not chosen.isdigit():
+        raise WgnnError(f"{SPLIT_ENV}={chosen!r}: expected keys per split (0: no split)")
+    return int(chosen) if chosen else None
+
+
+def split_keys(context, groups: int, keys: int, tk: int) -> int:
+    """Keys per split of the tiled kernel's keys, or 0 for none. `groups`: its workgroups unsplit
+    (batch entries x row groups of WORKGROUP). WGNN_ATTENTION_SPLIT if set; else on real GPUs, where
+    fewer than SPLIT_WORKGROUPS workgroups would run over at least two SPLIT_MIN_KEYS splits, as
+    many splits as bring them to SPLIT_WORKGROUPS (SPLIT_MIN_KEYS keys at least each, a whole
+    number of tiles): BERT-base's 12 heads of 512 queries are 96 workgroups, each an unbroken chain
+    of 512 key updates per row (0.99 ms on an H200). Not on CPU adapters: every split repeats the
+    query loads and adds a pass."""
+    chunk = forced_split()
+    if chunk is None:
+        if context.info.adapter_type == "CPU" or groups >= SPLIT_WORKGROUPS or keys < 2 * SPLIT_MIN_KEYS:
+            return 0
+        splits = min(keys // SPLIT_MIN_KEYS, -(-SPLIT_WORKGROUPS // groups))
+        per_split = -(-keys // splits)
+        chunk = -(-per_split // tk) * tk
+    return chunk if 0 < chunk < keys else 0
 
 
 class AttentionLayout:
@@ -147,8 +183,11 @@ def tiled_kernel_text(d: int, dv: int, vec4: bool) -> dict[str, str]:
         k_vec4 = lanes(lambda c: f"k[at.k + (4 * g + {c}) * p(30u) + j * p(31u)]", "D")
         v_vec4 = lanes(lambda c: f"v[at.v + j * p(32u) + (4 * g + {c}) * p(33u)]", "DV")
     sizes = {"TK": tile_keys(d, dv), "D": d, "DV": dv, "DQ": dq, "DVQ": dvv}
+    lanes = "xyzw"
+    store_part = ["y[part] = best0;", "y[part + 1] = total0;"]
+    store_part += [f"y[part + {2 + i}] = acc0_{i // 4}.{lanes[i % 4]};" for i in range(dv)]
     return {**{name: str(size) for name, size in sizes.items()}, "K_VEC4": k_vec4, "V_VEC4": v_vec4,
-            **row_text(d, dv, 1, vec4, keys, values)}
+            "STORE_PART": "\n        ".join(store_part), **row_text(d, dv, 1, vec4, keys, values)}
 
 
 def row_text(d: int, dv: int, rows: int, vec4: bool, keys: list[str], values: list[str]) -> dict[str, str]:
@@ -227,9 +266,7 @@ class AttentionGpu(GpuExecution):
         alpha, beta = step.attrs["alpha"], step.attrs["beta"]
         widest = max(layout.d, layout.dv)
         if variant == "tiled" and widest <= MAX_HEAD:  # a workgroup of WORKGROUP rows; the kernel reads WG
-            params = layout.params(WORKGROUP, alpha, beta)
-            text = tiled_kernel_text(layout.d, layout.dv, layout.vec4_reads())
-            self.dispatch(KERNELS[variant], tensors, params, layout.batch_count * params[3] * WORKGROUP, text=text)
+            self._prepare_tiled(layout, tensors, alpha, beta)
         elif widest <= ROWS_MAX_HEAD:
             rows = rows_per_invocation(cpu)
             params = layout.params(rows, alpha, beta)
@@ -237,6 +274,37 @@ class AttentionGpu(GpuExecution):
             self.dispatch(KERNELS["rows"], tensors, params, layout.batch_count * params[3], text=text)
         else:
             self._prepare_unfused(layout)
+
+    def _prepare_tiled(self, layout: AttentionLayout, tensors: list[str], alpha: float, beta: float) -> None:
+        """The tiled kernel over all keys, or over split keys into a scratch buffer of partials
+        followed by the merge (split_keys). Where a split may be picked, the pipelines of the
+        other choice compile too, so that a resize compiles nothing."""
+        from .conv_paths import scratch
+
+        params = layout.params(WORKGROUP, alpha, beta)
+        text = tiled_kernel_text(layout.d, layout.dv, layout.vec4_reads())
+        merge_text = {"DV": str(layout.dv)}
+        groups = layout.batch_count * params[3]
+        tk = int(text["TK"])
+        chunk = split_keys(self.backend.context, groups, layout.keys, tk)
+        splits = -(-layout.keys // chunk) if chunk else 1
+        budget = self.backend.loop_budget
+        if budget is not None and 2 * splits + MAX_BATCH_RANK > budget:  # the merge's loops
+            chunk, splits = 0, 1
+        params = params + [0] * (41 - len(params)) + [chunk or layout.keys, splits]
+        y = tensors[-1]
+        if splits > 1:
+            partials = scratch(self, "attention partials",
+                               -(-layout.batch_count * layout.rows * splits * (layout.dv + 2) // 4), shared=True)
+            self.dispatch(KERNELS["tiled"], [*tensors[:-1], partials], params, groups * splits * WORKGROUP, text=text)
+            self.dispatch(MERGE_KERNEL, [partials, y], params, layout.batch_count * layout.rows * layout.dv,
+                          text=merge_text)
+        else:
+            self.dispatch(KERNELS["tiled"], tensors, params, groups * WORKGROUP, text=text)
+        forced = forced_split()
+        may_split = bool(forced) if forced is not None else self.backend.context.info.adapter_type != "CPU"
+        if may_split and splits == 1:
+            self.compile(MERGE_KERNEL, [y, y], text=merge_text)
 
     def _prepare_unfused(self, layout: AttentionLayout) -> None:
         """The scores MatMul (alpha, the mask as its bias), Softmax over the keys and the context

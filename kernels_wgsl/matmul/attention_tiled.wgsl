@@ -4,6 +4,10 @@
 // workgroup instead of once per query row, then every invocation runs attention.wgsl's online
 // softmax over the tile for its own row. Rows past S_q load the last row, take part in the copies
 // and barriers, and store nothing. params 3 counts the row groups of WG per batch entry.
+// Split keys (params 42 splits of params 41 keys; 1 split: all keys): a workgroup walks one split's
+// keys and stores, per row and split, its running maximum, total and unscaled value sums to the
+// buffer bound as y (attention_merge.wgsl combines them): more workgroups where a few rows would
+// leave most of a real GPU idle, each with a shorter chain of dependent key updates.
 // include: matmul/attention_operands.wgsl
 override WG: u32 = 64u;
 const TK = {{TK}};  // keys per tile
@@ -19,19 +23,23 @@ var<workgroup> v_tile: array<vec4<f32>, TK * DVQ>;
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
     let groups = pu(3u);
+    let splits = pu(42u);
     let group = wid.x + wid.y * nwg.x;
-    if (group >= pu(2u) * groups) {
+    if (group >= pu(2u) * groups * splits) {
         return;  // the whole workgroup: uniform, so the barriers below stay in uniform control flow
     }
     let r0 = i32(group % groups) * i32(WG) + i32(local);
-    let at = batch_offsets(group / groups);
+    let split = i32((group / groups) % splits);
+    let entry = group / groups / splits;
+    let at = batch_offsets(entry);
     let rows = p(0u);
-    let keys = p(1u);
+    let first_key = split * p(41u);
+    let keys = min(p(1u), first_key + p(41u));
     let alpha = pf(39u);
     let beta = pf(40u);
     let has_mask = p(36u) != 0;
     {{LOAD_Q}}
-    for (var j0 = 0; j0 < keys; j0 += TK) {
+    for (var j0 = first_key; j0 < keys; j0 += TK) {
         let count = min(TK, keys - j0);
         workgroupBarrier();  // every row is done with the previous tile
         for (var e = i32(local); e < count * DQ; e += i32(WG)) {
@@ -51,5 +59,10 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
             {{UPDATE}}
         }
     }
-    {{STORE}}
+    if (splits == 1u) {
+        {{STORE}}
+    } else if (r0 < rows) {
+        let part = ((i32(entry) * rows + r0) * i32(splits) + split) * (DV + 2);
+        {{STORE_PART}}
+    }
 }

@@ -244,6 +244,95 @@ def test_wide_heads_share_their_scratch_buffers(monkeypatch):
         "scratch/attention probabilities/18", "scratch/attention scores/18"]  # 2 x 5 x 7 floats in vec4s
 
 
+def attention_paths(session) -> list[str]:
+    return [d.kernel.path for seg in session.session.segments for _, ex in seg.steps
+            for d in getattr(ex, "dispatches", None) or []]
+
+
+@needs_gpu
+@pytest.mark.parametrize("b, s_q, s_k, heads, d, dv, mask, split, splits", [
+    (2, 70, 37, 2, 8, None, (2, 1, 70, 37), 16, 3),  # the last split of 5 keys; 2 row groups
+    (1, 9, 40, 1, 6, 12, (1, 1, 1, 40), 8, 5),  # scalar reads; D != D_v
+    (1, 3, 20, 1, 64, None, None, 7, 3),  # the widest head; splits not a whole number of tiles
+    (2, 5, 6, 2, 8, None, None, 1, 6),  # a key per split
+])
+def test_split_keys(b, s_q, s_k, heads, d, dv, mask, split, splits, monkeypatch):
+    """The tiled kernel over splits of the keys into partials, then the merge, against onnxruntime."""
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "tiled")
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", str(split))
+    model, feeds = attention_model(b, s_q, s_k, heads, d, dv, mask=mask)
+    check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5,
+                backends=[f"wgpu:{a['index']}" for a in ADAPTERS])
+    session = session_for(model, f"wgpu:{ADAPTERS[0]['index']}")
+    session.run(None, feeds)
+    assert attention_paths(session) == ["matmul/attention_tiled.wgsl", "matmul/attention_merge.wgsl"]
+    (dispatch,) = [d for seg in session.session.segments for _, ex in seg.steps
+                   for d in getattr(ex, "dispatches", None) or [] if d.kernel.path.endswith("tiled.wgsl")]
+    assert dispatch.groups == (b * heads * -(-s_q // 64) * splits, 1, 1)  # workgroups of 64 rows x splits
+
+
+@needs_gpu
+def test_split_keys_with_masked_splits(monkeypatch):
+    """A causal mask of -inf: the first rows' later splits see no key at all and weigh nothing;
+    a row whose keys are all -inf is NaN, as the unsplit kernel and onnxruntime give."""
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "tiled")
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", "4")
+    model, feeds = attention_model(2, 12, 12, 2, 8, mask=(1, 1, 12, 12))
+    causal = np.triu(np.full((12, 12), -np.inf, np.float32), 1)
+    causal[5] = -np.inf
+    feeds["mask"] = causal[None, None]
+    want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, feeds)[0]
+    assert np.isnan(want[:, 5]).all() and not np.isnan(np.delete(want, 5, axis=1)).any()
+    for adapter in ADAPTERS:
+        got = session_for(model, f"wgpu:{adapter['index']}").run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_gpu
+def test_split_keys_resize_compiles_nothing(monkeypatch):
+    """Where a split may run, a resize between split and whole keys compiles nothing."""
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "tiled")
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", "16")
+    model, feeds = attention_model(1, 8, 8, 2, 8, mask=(1, 1, 1, 8), symbolic=True)
+    seen = record_pipelines(monkeypatch)
+    session = session_for(model, f"wgpu:{ADAPTERS[0]['index']}")
+    session.run(None, feeds)  # 8 keys: one split
+    assert attention_paths(session) == ["matmul/attention_tiled.wgsl"]
+    compiled = len(seen)
+    longer = {"q": r(1, 40, 16), "k": r(1, 40, 16), "v": r(1, 40, 16), "mask": r(1, 1, 1, 40)}
+    got = session.run(None, longer)[0]
+    assert len(seen) == compiled
+    assert attention_paths(session) == ["matmul/attention_tiled.wgsl", "matmul/attention_merge.wgsl"]
+    want = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, longer)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_split_keys_rule(monkeypatch):
+    """Real GPUs split the keys of few workgroups (BERT-base's 12 x 512 queries: 96) into whole
+    tiles until SPLIT_WORKGROUPS run; CPU adapters and well-filled GPUs do not; the variable over both."""
+    from types import SimpleNamespace
+
+    from wgnn.backends.wgpu.attention import SPLIT_MIN_KEYS, SPLIT_WORKGROUPS, split_keys
+    from wgnn.engine.errors import WgnnError
+
+    cpu, gpu = (SimpleNamespace(info=SimpleNamespace(adapter_type=t)) for t in ("CPU", "DiscreteGPU"))
+    monkeypatch.delenv("WGNN_ATTENTION_SPLIT", raising=False)
+    assert split_keys(gpu, 96, 512, 16) == 64  # 8 splits of 64 keys: 768 workgroups
+    assert split_keys(gpu, 600, 512, 16) == 256  # 2 splits reach SPLIT_WORKGROUPS
+    assert split_keys(gpu, 200, 1000, 16) == 176  # 6 splits (1200 workgroups): 167 keys, up to 11 tiles
+    assert split_keys(gpu, 96, 512, 7) == 63 + 7  # tiles of 7 keys: 64 rounded up to 70
+    assert split_keys(gpu, SPLIT_WORKGROUPS, 4096, 16) == 0
+    assert split_keys(gpu, 96, 2 * SPLIT_MIN_KEYS - 1, 16) == 0
+    assert split_keys(cpu, 96, 512, 16) == 0
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", "100")
+    assert (split_keys(cpu, 96, 512, 16), split_keys(gpu, 96, 100, 16)) == (100, 0)
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", "0")
+    assert split_keys(gpu, 96, 512, 16) == 0
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", "many")
+    with pytest.raises(WgnnError, match="WGNN_ATTENTION_SPLIT='many': expected keys per split"):
+        split_keys(gpu, 96, 512, 16)
+
+
 def test_kernel_variant_rule(monkeypatch, tmp_path):
     """By adapter type; what wgnn tune stored for the adapter; the variable over both."""
     from types import SimpleNamespace
