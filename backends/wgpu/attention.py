@@ -287,9 +287,12 @@ class AttentionGpu(GpuExecution):
         groups = layout.batch_count * params[3]
         tk = int(text["TK"])
         chunk = split_keys(self.backend.context, groups, layout.keys, tk)
+        record_bytes = layout.batch_count * layout.rows * (layout.dv + 2) * 4  # a split's partials
+        while chunk and -(-layout.keys // chunk) * record_bytes > self.backend.max_binding:
+            chunk *= 2  # fewer splits, until the partials fit one binding
         splits = -(-layout.keys // chunk) if chunk else 1
         budget = self.backend.loop_budget
-        if budget is not None and 2 * splits + MAX_BATCH_RANK > budget:  # the merge's loops
+        if splits < 2 or (budget is not None and 2 * splits + MAX_BATCH_RANK > budget):  # the merge's loops
             chunk, splits = 0, 1
         params = params + [0] * (41 - len(params)) + [chunk or layout.keys, splits]
         y = tensors[-1]

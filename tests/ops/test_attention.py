@@ -245,8 +245,9 @@ def test_wide_heads_share_their_scratch_buffers(monkeypatch):
 
 
 def attention_paths(session) -> list[str]:
-    return [d.kernel.path for seg in session.session.segments for _, ex in seg.steps
-            for d in getattr(ex, "dispatches", None) or []]
+    """The kernels of the session's Attention steps."""
+    return [d.kernel.path for seg in session.session.segments for step, ex in seg.steps
+            if step.op.op_type == "Attention" for d in getattr(ex, "dispatches", None) or []]
 
 
 @needs_gpu
@@ -304,6 +305,38 @@ def test_split_keys_resize_compiles_nothing(monkeypatch):
     assert len(seen) == compiled
     assert attention_paths(session) == ["matmul/attention_tiled.wgsl", "matmul/attention_merge.wgsl"]
     want = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, longer)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_gpu
+@pytest.mark.parametrize("records, splits", [
+    (2, 2),  # 2 splits of 32 keys, not 8 of 8
+    (1, 1),  # not even two splits fit: whole keys
+])
+def test_split_keys_fit_one_binding(records, splits, monkeypatch):
+    """Partials past the adapter's largest storage binding take fewer, longer splits."""
+    from wgnn.backends.wgpu.backend import WgpuBackend
+
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", "tiled")
+    monkeypatch.setenv("WGNN_ATTENTION_SPLIT", "8")
+    record = 2 * 64 * (8 + 2) * 4  # one split's partials (batch entries x rows x (D_v + 2) floats): past Q, K, V
+    original = WgpuBackend.__init__
+
+    def small_bindings(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.max_binding = records * record
+
+    monkeypatch.setattr(WgpuBackend, "__init__", small_bindings)
+    model, feeds = attention_model(1, 64, 64, 2, 8, mask=(1, 1, 1, 64))
+    session = session_for(model, f"wgpu:{ADAPTERS[0]['index']}")
+    got = session.run(None, feeds)[0]
+    assert session.report()["fallbacks"] == []
+    merge = ["matmul/attention_merge.wgsl"] if splits > 1 else []
+    assert attention_paths(session) == ["matmul/attention_tiled.wgsl", *merge]
+    (tiled,) = [d for seg in session.session.segments for step, ex in seg.steps if step.op.op_type == "Attention"
+                for d in ex.dispatches if d.kernel.path.endswith("tiled.wgsl")]
+    assert tiled.groups == (2 * splits, 1, 1)  # 2 heads of one row group, x splits
+    want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
