@@ -158,7 +158,7 @@ def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
     else:
         keys = vec4_lanes(d, lambda i: f"k[at.k + {i} * p(30u) + j * p(31u)]")
         values = vec4_lanes(dv, lambda i: f"v[at.v + j * p(32u) + {i} * p(33u)]")
-    return {"ROWS": str(rows), **row_text(d, dv, rows, vec4, keys, values)}
+    return {"ROWS": str(rows), **row_text(d, dv, rows, vec4), **key_update_text(d, dv, rows, keys, values)}
 
 
 def tile_keys(d: int, dv: int) -> int:
@@ -169,11 +169,10 @@ def tile_keys(d: int, dv: int) -> int:
 
 
 def tiled_kernel_text(d: int, dv: int, vec4: bool) -> dict[str, str]:
-    """The tiled kernel's text: one row's code reading key t of the tiles, and the expressions
-    that copy vec4 g of key j into them (lanes past D or D_v zero where read one by one)."""
+    """The tiled kernel's text: one row's code around the keys and its update with a tile
+    (tile_update_text), the expressions that copy vec4 g of key j into the tiles (lanes past D or
+    D_v zero where read one by one), and the partials' store of a split."""
     dq, dvv = -(-d // 4), -(-dv // 4)
-    keys = [f"k_tile[t * DQ + {g}]" for g in range(dq)]
-    values = [f"v_tile[t * DVQ + {g}]" for g in range(dvv)]
     if vec4:
         k_vec4, v_vec4 = "k[(at.k + j * p(31u)) / 4 + g]", "v[(at.v + j * p(32u)) / 4 + g]"
     else:
@@ -182,17 +181,31 @@ def tiled_kernel_text(d: int, dv: int, vec4: bool) -> dict[str, str]:
 
         k_vec4 = lanes(lambda c: f"k[at.k + (4 * g + {c}) * p(30u) + j * p(31u)]", "D")
         v_vec4 = lanes(lambda c: f"v[at.v + j * p(32u) + (4 * g + {c}) * p(33u)]", "DV")
-    sizes = {"TK": tile_keys(d, dv), "D": d, "DV": dv, "DQ": dq, "DVQ": dvv}
+    tk = tile_keys(d, dv)
+    sizes = {"TK": tk, "D": d, "DV": dv, "DQ": dq, "DVQ": dvv}
     lanes = "xyzw"
     store_part = ["y[part] = best0;", "y[part + 1] = total0;"]
     store_part += [f"y[part + {2 + i}] = acc0_{i // 4}.{lanes[i % 4]};" for i in range(dv)]
     return {**{name: str(size) for name, size in sizes.items()}, "K_VEC4": k_vec4, "V_VEC4": v_vec4,
-            "STORE_PART": "\n        ".join(store_part), **row_text(d, dv, 1, vec4, keys, values)}
+            "STORE_PART": "\n        ".join(store_part), **tile_update_text(dq, dvv),
+            **row_text(d, dv, 1, vec4)}
 
 
-def row_text(d: int, dv: int, rows: int, vec4: bool, keys: list[str], values: list[str]) -> dict[str, str]:
-    """Both kernels' per-row code: load `rows` query rows from r0 on (scaled by alpha), update their
-    running maximum, total and value sums with key j (its vec4s `keys` and `values`), store."""
+def tile_update_text(dq: int, dvv: int) -> dict[str, str]:
+    """The tiled kernel's per-tile update of its row (best0, total0, acc0_g): the score of key t
+    of the tile, the rescale of the total and sums to the tile's maximum, and key t's share (its
+    weight `weight`). Per key that is D + D_v multiply-adds and one exp, against a rescale of D_v
+    sums and two exps per key updated one at a time."""
+    rescale = ["total0 = total0 * scale;", *[f"acc0_{g} = acc0_{g} * scale;" for g in range(dvv)]]
+    accumulate = ["total0 += weight;", *[f"acc0_{g} += weight * v_tile[t * DVQ + {g}];" for g in range(dvv)]]
+    return {"TILE_DOT": " + ".join(f"dot(q0_{g}, k_tile[t * DQ + {g}])" for g in range(dq)),
+            "RESCALE": "\n        ".join(rescale), "ACCUMULATE": "\n            ".join(accumulate),
+            "ROWS_WG": str(WORKGROUP)}
+
+
+def row_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
+    """Both kernels' per-row code around the keys: load `rows` query rows from r0 on (scaled by
+    alpha) and start their running maximum, total and value sums; store."""
     dq, dvv = -(-d // 4), -(-dv // 4)
     load_q = []
     for r in range(rows):
@@ -204,6 +217,19 @@ def row_text(d: int, dv: int, rows: int, vec4: bool, keys: list[str], values: li
         load_q += [f"let q{r}_{g} = alpha * {lanes};" for g, lanes in enumerate(rows_q)]
         load_q += [f"var best{r} = -3.4028235e38;", f"var total{r} = 0.0;"]
         load_q += [f"var acc{r}_{g} = vec4<f32>(0.0);" for g in range(dvv)]
+    store = []
+    for r in range(rows):
+        lanes = "xyzw"
+        writes = [f"        y[at.y + (r0 + {r}) * p(37u) + {4 * g + c} * p(38u)] = acc{r}_{g}.{lanes[c]} * inv;"
+                  for g in range(dvv) for c in range(4) if 4 * g + c < dv]
+        store += [f"if (r0 + {r} < rows) {{", f"        let inv = 1.0 / total{r};", *writes, "    }"]
+    return {"ELEMENT": "vec4<f32>" if vec4 else "f32", "LOAD_Q": "\n    ".join(load_q), "STORE": "\n    ".join(store)}
+
+
+def key_update_text(d: int, dv: int, rows: int, keys: list[str], values: list[str]) -> dict[str, str]:
+    """The rows kernel's per-key code: load key j (its vec4s `keys` and `values`) and update each
+    row's running maximum, total and value sums with it."""
+    dq, dvv = -(-d // 4), -(-dv // 4)
     load_kv = [f"let k_{g} = {lanes};" for g, lanes in enumerate(keys)]
     load_kv += [f"let v_{g} = {lanes};" for g, lanes in enumerate(values)]
     update = []
@@ -214,15 +240,7 @@ def row_text(d: int, dv: int, rows: int, vec4: bool, keys: list[str], values: li
                    f"let weight{r} = exp(s{r} - top{r});", f"total{r} = total{r} * scale{r} + weight{r};",
                    *[f"acc{r}_{g} = acc{r}_{g} * scale{r} + weight{r} * v_{g};" for g in range(dvv)],
                    f"best{r} = top{r};"]
-    store = []
-    for r in range(rows):
-        lanes = "xyzw"
-        writes = [f"        y[at.y + (r0 + {r}) * p(37u) + {4 * g + c} * p(38u)] = acc{r}_{g}.{lanes[c]} * inv;"
-                  for g in range(dvv) for c in range(4) if 4 * g + c < dv]
-        store += [f"if (r0 + {r} < rows) {{", f"        let inv = 1.0 / total{r};", *writes, "    }"]
-    return {"ELEMENT": "vec4<f32>" if vec4 else "f32", "LOAD_Q": "\n    ".join(load_q),
-            "LOAD_KV": "\n            ".join(load_kv), "UPDATE": "\n            ".join(update),
-            "STORE": "\n    ".join(store)}
+    return {"LOAD_KV": "\n            ".join(load_kv), "UPDATE": "\n            ".join(update)}
 
 
 @gpu_kernel("Attention")
@@ -243,12 +261,13 @@ class AttentionGpu(GpuExecution):
 
     @classmethod
     def loop_iterations(cls, step: Step) -> int:
-        """The fused kernels: the keys, plus (tiled) per tile its own iteration and the copy loops'
-        (tile_keys x the head's vec4s over the workgroup); the three ops: theirs."""
+        """The fused kernels: the keys (twice in the tiled kernel: scores, then weights), plus
+        (tiled) per tile its own iteration and the copy loops' (tile_keys x the head's vec4s over
+        the workgroup); the three ops: theirs."""
         layout = AttentionLayout(step)
         tk = tile_keys(layout.d, layout.dv)
         copies = -(-tk * -(-layout.d // 4) // WORKGROUP) + -(-tk * -(-layout.dv // 4) // WORKGROUP)
-        fused = layout.keys + -(-layout.keys // tk) * (1 + copies) + MAX_BATCH_RANK
+        fused = 2 * layout.keys + -(-layout.keys // tk) * (1 + copies) + MAX_BATCH_RANK
         if max(layout.d, layout.dv) <= ROWS_MAX_HEAD:
             return fused
         return max(fused, *(EXECUTIONS[s.op.op_type].loop_iterations(s) for s in unfused_steps(step, "", "")))

@@ -1,9 +1,10 @@
 // Attention for real GPUs (the op and params as attention.wgsl): a workgroup takes WG query rows of
 // one batch entry, one row per invocation, and walks the keys in tiles of TK: its invocations copy
 // a tile's K and V rows into workgroup memory together, so each is read from the buffer once per
-// workgroup instead of once per query row, then every invocation runs attention.wgsl's online
-// softmax over the tile for its own row. Rows past S_q load the last row, take part in the copies
-// and barriers, and store nothing. params 3 counts the row groups of WG per batch entry.
+// workgroup instead of once per query row, then every invocation updates its own row's online
+// softmax (attention.wgsl's) with the whole tile at once. Rows past S_q load the last row, take
+// part in the copies and barriers, and store nothing. params 3 counts the row groups of WG per
+// batch entry.
 // Split keys (params 42 splits of params 41 keys; 1 split: all keys): a workgroup walks one split's
 // keys and stores, per row and split, its running maximum, total and unscaled value sums to the
 // buffer bound as y (attention_merge.wgsl combines them): more workgroups where a few rows would
@@ -18,6 +19,9 @@ const DVQ = {{DVQ}};
 // k_tile[t * DQ + g] holds vec4 g of key j0 + t (lanes past D zero); v_tile likewise.
 var<workgroup> k_tile: array<vec4<f32>, TK * DQ>;
 var<workgroup> v_tile: array<vec4<f32>, TK * DVQ>;
+// scores[t * ROWS_WG + local]: the score of key j0 + t for the invocation's row (ROWS_WG is WG).
+const ROWS_WG = {{ROWS_WG}};
+var<workgroup> scores: array<f32, TK * ROWS_WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -53,11 +57,21 @@ fn main(@builtin(local_invocation_index) local: u32, @builtin(workgroup_id) wid:
             v_tile[e] = {{V_VEC4}};
         }
         workgroupBarrier();
+        // The whole tile at once: its scores (kept in this row's column of `scores`) and their
+        // maximum, one rescale of the sums, then one exp and one multiply-add of V per key.
+        var top = best0;
         for (var t = 0; t < count; t++) {
-            let j = j0 + t;
-            {{LOAD_KV}}
-            {{UPDATE}}
+            let s = masked({{TILE_DOT}}, row0, j0 + t, at.m, beta, has_mask);
+            scores[t * ROWS_WG + i32(local)] = s;
+            top = max(top, s);
         }
+        let scale = exp(best0 - top);
+        {{RESCALE}}
+        for (var t = 0; t < count; t++) {
+            let weight = exp(scores[t * ROWS_WG + i32(local)] - top);
+            {{ACCUMULATE}}
+        }
+        best0 = top;
     }
     if (splits == 1u) {
         {{STORE}}

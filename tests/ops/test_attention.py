@@ -88,10 +88,14 @@ def test_attention_becomes_one_op(b, s_q, s_k, heads, d, dv, mask):
     check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
 
 
-def test_causal_mask_with_minus_infinity():
-    """-inf above the diagonal: those keys weigh exactly nothing (the first row only sees itself)."""
-    model, feeds = attention_model(2, 6, 6, 2, 4, mask=(1, 1, 6, 6))
-    feeds["mask"] = np.triu(np.full((6, 6), -np.inf, np.float32), 1)[None, None]
+@pytest.mark.parametrize("variant", ["rows", "tiled"])
+@pytest.mark.parametrize("tokens", [6, 40])  # tiled: one tile of 16 keys not full; three, the last not full
+def test_causal_mask_with_minus_infinity(variant, tokens, monkeypatch):
+    """-inf above the diagonal: those keys weigh exactly nothing (the first row only sees itself,
+    and in the tiled kernel whole tiles of its keys score -inf)."""
+    monkeypatch.setenv("WGNN_ATTENTION_VARIANT", variant)
+    model, feeds = attention_model(2, tokens, tokens, 2, 4, mask=(1, 1, tokens, tokens))
+    feeds["mask"] = np.triu(np.full((tokens, tokens), -np.inf, np.float32), 1)[None, None]
     check_model(model, feeds, reference="ort", rtol=1e-4, atol=1e-5)
 
 
