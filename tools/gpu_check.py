@@ -57,7 +57,11 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     for tile in ("32", "128")] + [
     ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")] + [
     # Split keys against whole keys, and a split twice as long as the rule's 64 keys.
-    ({"WGNN_ATTENTION_SPLIT": split}, ("kernels", "Attention 12x512x64")) for split in ("0", "128")]
+    ({"WGNN_ATTENTION_SPLIT": split}, ("kernels", "Attention 12x512x64")) for split in ("0", "128")] + [
+    # 16-bit feature maps, and 16-bit arithmetic where the GPU has shader-f16: not yet measured on one.
+    # A setting named "--flag" is a `wgnn bench` option rather than a variable.
+    ({"--precision": precision}, (name, 224)) for name in ("mobilenetv2", "resnet")
+    for precision in ("fp16", "fp16-arith")]
 # A kernel knob's case in the quick check: the quick tier's case of the same op.
 QUICK_KERNEL_CASES = {"MatMul": "MatMul 128^3", "Conv": "Conv 3x3 16->16 @14", "Attention": "Attention 2x32x16"}
 GATHERED = ("bench.json", "knobs.json")  # result files of several steps (write_results)
@@ -72,6 +76,7 @@ class Step:
     share: float  # of the budget, at most (unused time passes to later steps)
     json_file: str = ""  # stdout is the step's JSON result, kept in this file of the output folder
     env: dict[str, str] = field(default_factory=dict)  # set for this step's process
+    setting: str = ""  # a knob's forced choice: VARIABLE=VALUE or --option=VALUE, space-separated
     status: int | None = None
     seconds: float = 0.0
     output: str = ""
@@ -122,7 +127,9 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     steps.append(Step("conform", [*CLI, "conform", *conform, "--adapters", f"numpy,{adapter or 'vulkan'}",
                                   "--out", str(out / "conform")], 0.19))
     knobs = [knob for i, knob in enumerate(KNOBS) if not quick or set(knob[0]) not in [set(k[0]) for k in KNOBS[:i]]]
-    for env, (name, what) in knobs:
+    for settings, (name, what) in knobs:
+        env = {key: value for key, value in settings.items() if not key.startswith("--")}
+        options = [word for key, value in settings.items() if key.startswith("--") for word in (key, value)]
         if name == "kernels":
             case = QUICK_KERNEL_CASES[what.split()[0]] if quick else what
             label, argv = case.replace(" ", "-"), [*CLI, "bench", "--kernels", *target, "--case", case, "--json",
@@ -134,8 +141,9 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
                 continue
             label, argv = f"{name} {size}", [*CLI, "bench", str(path), "--provider", "wgpu", *target,
                                               *(runs if quick else ["--runs", "20"]), "--per-op", "--json"]
-        setting = " ".join(f"{variable}={value}" for variable, value in env.items())
-        steps.append(Step(f"knob {setting} {label}", argv, 0.1 / len(knobs), json_file="knobs.json", env=env))
+        setting = " ".join(f"{key}={value}" for key, value in settings.items())
+        steps.append(Step(f"knob {setting} {label}", argv + options, 0.1 / len(knobs), json_file="knobs.json",
+                          env=env, setting=setting))
     return steps
 
 
@@ -227,7 +235,7 @@ def summary(steps: list[Step], out: Path) -> list[str]:
     if knobs:
         lines += ["", "| forced choice | model | median ms | GPU ms of the ops (per-op runs) |", "|---|---|---|---|"]
         for step in knobs:
-            setting = " ".join(f"{variable}={value}" for variable, value in step.env.items())
+            setting = step.setting
             target = step.name[len(f"knob {setting} "):]
             result = step.result
             if not isinstance(result, dict):
@@ -311,8 +319,8 @@ def write_results(steps: list[Step], out: Path) -> None:
     for name in dict.fromkeys(step.json_file for step in steps if step.json_file):
         sharing = [step for step in steps if step.json_file == name]
         if name in GATHERED:
-            result = [{"step": step.name, "env": step.env, **step.result} for step in sharing
-                      if step.result is not None]
+            result = [{"step": step.name, "env": step.env, **({"setting": step.setting} if step.setting else {}),
+                       **step.result} for step in sharing if step.result is not None]
         elif sharing[0].result is not None:
             result = sharing[0].result
         else:

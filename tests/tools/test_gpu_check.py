@@ -38,7 +38,7 @@ def test_quick_check_through_the_script(tmp_path):
     [bench] = json.loads((out / "bench.json").read_text())
     assert bench["step"] == "bench mobilenetv2 32" and bench["env"] == {}
     # The first knob of each variable (the conv paths' resnet is not built in the quick check)
-    knob, groups, tile, weights, split = json.loads((out / "knobs.json").read_text())
+    knob, groups, tile, weights, split, precision = json.loads((out / "knobs.json").read_text())
     assert groups["env"] == {"WGNN_DWPW_GROUPS": "1"} and groups["step"].endswith("mobilenetv2 32")
     assert weights["env"] == {"WGNN_CONV_WEIGHTS": "storage"} and weights["step"].endswith("mobilenetv2 32")
     assert knob["env"] == {"WGNN_DWPW_BLOCK": "2x4"} and knob["dispatches"] == bench["dispatches"]
@@ -51,6 +51,10 @@ def test_quick_check_through_the_script(tmp_path):
     assert split["env"] == {"WGNN_ATTENTION_SPLIT": "0"}
     [case] = split["adapters"][0]["kernels"]
     assert case["case"] == "Attention 2x32x16" and case["kernels"] == ["matmul/attention.wgsl"]  # lavapipe's
+    assert precision["setting"] == "--precision=fp16" and precision["env"] == {}
+    assert precision["precision"] == "fp16" and precision["step"] == "knob --precision=fp16 mobilenetv2 32"
+    assert (f"| --precision=fp16 | mobilenetv2 32 | {precision['latency_ms']['median']:.3f} | "
+            f"{precision['per_op']['total_ms']:.3f} |") in report
     assert bench["input_shapes"] == {"input": [1, 3, 32, 32]} and bench["per_op"]["rows"]
     assert f"| mobilenetv2 | 32 | {bench['adapter']} | {bench['latency_ms']['median']:.3f} |" in report
     peers = (out / "peers.md").read_text()
