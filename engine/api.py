@@ -53,14 +53,17 @@ class InferenceSession:
         return [_arg(t) for t in self.interpreter.graph.outputs]
 
     def get_providers(self) -> list[str]:
-        return list(self.session.config.providers)
+        """The providers the model runs on: those named, or what providers=["auto"] chose for it."""
+        return [backend.name for backend in self.session.backends]
 
     @property
     def providers_choice(self) -> dict | None:
-        """How providers=["auto"] was resolved: {"providers", "adapter", "wgpu_ms", "numpy_ms",
-        "source": "cache" | "measured", "cache"} (or {"providers", "reason"} when no GPU could be
-        used); None when the providers were named."""
-        return self.session.config.providers_choice
+        """How providers=["auto"] was resolved: {"providers", "adapter", "adapter_index", "costs" (each
+        provider's fitted ms per run, per step and per MFLOP), "source": "cache" | "measured",
+        "cache"}, and once the session is sized for its inputs "model_steps", "model_mflop" and
+        "predicted_ms" (per provider) that chose its "providers"; or {"providers", "reason"} when no
+        GPU could be used; None when the providers were named."""
+        return self.session.providers_choice
 
     def run(self, output_names, input_feed: dict, run_options=None, *, callback=None,
             out: dict | None = None) -> list[np.ndarray]:

@@ -61,7 +61,11 @@ class Session:
         unknown = [p for p in config.providers if p not in BACKENDS]
         if unknown:
             raise WgnnError(f"unknown provider(s) {unknown}; available: {sorted(BACKENDS)}")
-        self.backends = [BACKENDS[p](config) for p in config.providers]
+        # The configured backends; self.backends, those this resize schedules on: all of them, but
+        # with providers=["auto"] only those predicted faster for the model (_auto_backends).
+        self.all_backends = [BACKENDS[p](config) for p in config.providers]
+        self.backends = list(self.all_backends)
+        self.providers_choice = config.providers_choice
         self.input_shapes: dict[str, tuple[int, ...]] | None = None
         self.resize_count = 0
         # One session may be shared by threads: runs and resizes take turns (the memory arenas and
@@ -94,6 +98,7 @@ class Session:
             self.boundary = set(self.continuation.boundary)
             log.debug("%s: the rest of the graph is planned at run time", shapes_result.sync.reason)
         self.steps = self._lower_geometry(shapes_result)
+        self.backends = self._auto_backends()
         for backend in self.backends:
             backend.settle_device(self.steps)
         self.segments, self.fallbacks = self._schedule(self.steps)
@@ -111,6 +116,24 @@ class Session:
                                   f"{exc}") from None
         self.input_shapes = {name: spec.shape for name, spec in specs.items()}
         self.resize_count += 1
+
+    def _auto_backends(self) -> list[Backend]:
+        """With providers=["auto"] on an adapter where wgpu can be the faster, the providers predicted
+        faster for this resize's steps and work (tuning.choose_providers); else every configured one."""
+        choice = self.config.providers_choice
+        if not choice or "costs" not in choice or len(self.all_backends) < 2:
+            return list(self.all_backends)
+        from ..backends.wgpu.tuning import choose_providers, session_work
+
+        previous = self.providers_choice.get("providers") if "model_steps" in self.providers_choice else None
+        self.providers_choice = choose_providers(choice, *session_work(self))
+        chosen = self.providers_choice["providers"]
+        if chosen != previous:
+            predicted = self.providers_choice["predicted_ms"]
+            log.info("providers=['auto'] for %s (%d steps, %.1f MFLOP): %s (predicted ms per run: wgpu %.3f, "
+                     "numpy %.3f)", self.graph.name or "the model", self.providers_choice["model_steps"],
+                     self.providers_choice["model_mflop"], ", ".join(chosen), predicted["wgpu"], predicted["numpy"])
+        return [backend for backend in self.all_backends if backend.name in chosen]
 
     def _step_from(self, inferred, node: Node | None = None, plan=None) -> Step:
         return Step(node or inferred.node, inferred.op, inferred.attrs, list(inferred.node.inputs),
@@ -443,5 +466,5 @@ class Session:
                        for name, plan in self.memory.items()},
             "flops": sum(n.flops for n in self.shapes.nodes if not n.folded),
             "sync_points": [self.continuation.describe()] if self.continuation else [],
-            "providers_choice": getattr(self.config, "providers_choice", None),
+            "providers_choice": self.providers_choice,
         }

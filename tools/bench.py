@@ -226,7 +226,8 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     context = gpu_backend.context if gpu_backend else None
     device_choice = (gpu_backend.device_choice or {}) if gpu_backend else {}
     result = {
-        "model": str(path), "providers": list(config.providers), "adapter": context.name if context else None,
+        "model": str(path), "providers": [backend.name for backend in session.backends],
+        "providers_choice": session.providers_choice, "adapter": context.name if context else None,
         "numpy_blas": numpy_blas.describe() if any(s.backend.name == "numpy" for s in session.segments) else None,
         "lavapipe_threads": context.lavapipe_threads if context else None,
         "lavapipe_threads_why": device_choice.get("why") if context and context.lavapipe_threads is not None else None,

@@ -259,6 +259,8 @@ def summary(steps: list[Step], out: Path) -> list[str]:
 
 def tune_lines(tune: dict) -> list[str]:
     """What `wgnn tune` chose per adapter, against the built-in defaults."""
+    from ..backends.wgpu.tuning import describe_provider_costs
+
     lines = []
     for adapter in tune.get("adapters", []):
         storage = ", ".join(f"{p} {r['choice']} (default {r['default']})" for p, r in adapter["storage"].items())
@@ -266,10 +268,9 @@ def tune_lines(tune: dict) -> list[str]:
                              for family, row in adapter["variants"].items())
         sizes = ", ".join(f"{case} WG {row['best']}" for case, row in adapter["workgroups"].items()
                           if row["best"] != row["preferred"]) or "the preferred size everywhere"
-        providers = adapter.get("providers") or {}
+        providers = describe_provider_costs(adapter.get("providers"))
         lines.append(f"- tune on {adapter['adapter']}: storage {storage}; variants {variants}; workgroups: "
-                     f"{sizes}; providers {providers.get('choice')} (wgpu {providers.get('wgpu_ms')} ms, numpy "
-                     f"{providers.get('numpy_ms')} ms)")
+                     f"{sizes}; providers: {providers}")
     return lines
 
 

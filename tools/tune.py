@@ -342,6 +342,7 @@ def tune(adapters: list[int], **options) -> dict:
 
 
 def format_tuning(result: dict) -> str:
+    from ..backends.wgpu.tuning import describe_provider_costs
     from .cli import table
 
     lines = []
@@ -371,8 +372,12 @@ def format_tuning(result: dict) -> str:
                       f"another is {MARGIN:.0%} faster)",
                       table(["family", "case", "ms", "choice", "default"], rows), ""]
         p = entry["providers"]
-        lines += [f"providers probe ({p['model']}), median ms per run over {p['rounds']} alternating runs: wgpu "
-                  f"{p['wgpu_ms']:.3f}, numpy {p['numpy_ms']:.3f} -> providers=['auto'] is {p['choice']}", ""]
+        rows = [[f"{probe['kind']} {probe['size']}", str(probe["steps"]), f"{probe['mflop']:.1f}",
+                 f"{probe['wgpu_ms']:.3f}", f"{probe['numpy_ms']:.3f}"] for probe in p["probes"]]
+        lines += [f"providers probe ({p['model']}), median ms per run over {p['rounds']} alternating runs",
+                  table(["probe", "steps", "MFLOP", "wgpu ms", "numpy ms"], rows),
+                  f"fitted ms per run: {describe_provider_costs(p)}; providers=['auto'] takes the provider "
+                  "predicted faster for each model", ""]
     if result["adapters"]:
         lines.append(f"stored in {result['adapters'][0]['cache']}")
     return "\n".join(lines)
@@ -383,6 +388,7 @@ def format_cache(document: dict, path: str) -> str:
     kernels that differ)."""
     from collections import Counter
 
+    from ..backends.wgpu.tuning import describe_provider_costs
     from .cli import table
 
     entries = document["entries"]
@@ -399,8 +405,7 @@ def format_cache(document: dict, path: str) -> str:
             sizes = f"all {common}" + (f" except {', '.join(others)}" if others else "")
         variants = ", ".join(f"{family} {choice}" for family, choice in sorted(entry.get("variants", {}).items()))
         probe = entry.get("providers")
-        providers = (f"{', '.join(probe['choice'])} (wgpu {probe['wgpu_ms']:.2f} ms, numpy {probe['numpy_ms']:.2f} ms)"
-                     if probe else "-")
+        providers = describe_provider_costs(probe) if probe else "-"
         rows.append([f"{entry['adapter']} ({entry['backend']})", entry["driver"], entry["wgnn"],
                      entry.get("updated", "-"), storage, sizes, variants or "-", providers])
     return (f"{path}\n"

@@ -6,8 +6,9 @@ use it.
 - Workgroup sizes: kernels in TUNABLE_KERNELS get the `WG` override constant `wgnn tune` measured
   best (the loader asks tuned_constants(); a dispatch sizes its grid from the kernel's WG), else
   the adapter's preferred size (preferred_workgroup: one SIMD group on CPU adapters, 64 elsewhere).
-- Providers: `Config(providers=["auto"])` runs a small CNN on wgpu and on numpy once per adapter
-  (measure_providers), stores the medians here and picks the faster.
+- Providers: `Config(providers=["auto"])` runs a small CNN in three sizes on wgpu and on numpy
+  once per adapter (measure_providers), stores each provider's fitted cost per run, per step and
+  per MFLOP here, and each session picks for its model the provider predicted faster.
 - Kernel variants: MatMul (blocked, subgroup, tiled), Attention (rows, tiled) and the row-wise ops
   (an invocation or a workgroup per row) take the variant `wgnn tune` measured faster on the
   adapter (tuned_variant), else their rule by adapter type (CPU adapters or real GPUs). Convs
@@ -321,9 +322,18 @@ def tuned_storage(context, half: bool) -> str:
 
 
 # -------------------------------------------------------------------------------- providers
-def probe_model():
-    """The fixed model providers=["auto"] times: a small CNN (3 convs with ReLU, max pool, global
-    average pool, a dense layer) on a 1x3x32x32 input, built in the IR (no onnx needed)."""
+# The probe in four forms (probe_model's kind and size): one step and nine steps of almost no
+# work, and the CNN at the zoo's size and at 9x its work in the same steps; from their times
+# each provider's cost per run, per step and per MFLOP on the adapter (fit_provider_costs).
+PROBES = (("steps", 1), ("steps", 9), ("cnn", 32), ("cnn", 96))
+PROVIDERS_RECORD = 2  # the cache record's form: 1 held one probe's medians, which named a provider for every model
+
+
+def probe_model(kind: str = "cnn", size: int = 32):
+    """A model providers=["auto"] times, built in the IR (no onnx needed). kind "cnn": a small CNN
+    (3x3 convs with ReLU 3->16 and 16->16, max pool, 16->32, global average pool, a dense layer) on
+    a 1x3xSIZExSIZE input; "steps": SIZE 1x1 convs 4->4 one after the other on a 1x4x8x8 input
+    (a step each, almost no work)."""
     from ...engine.graph import Graph, Model, Node, TensorInfo
 
     rng = np.random.default_rng(0)
@@ -331,20 +341,27 @@ def probe_model():
     def weight(shape):
         return (rng.standard_normal(shape) * math.sqrt(2.0 / math.prod(shape[1:]))).astype(np.float32)
 
-    inits = {"w1": weight((16, 3, 3, 3)), "w2": weight((16, 16, 3, 3)), "w3": weight((32, 16, 3, 3)),
-             "b1": np.zeros(16, np.float32), "b2": np.zeros(16, np.float32), "b3": np.zeros(32, np.float32),
-             "fc": weight((32, 10))}
-    conv = {"pads": [1, 1, 1, 1], "activation": "relu"}
-    nodes = [Node("Conv", ["x", "w1", "b1"], ["c1"], conv, "conv1"),
-             Node("Conv", ["c1", "w2", "b2"], ["c2"], conv, "conv2"),
-             Node("Pool", ["c2"], ["p"], {"kind": "max", "kernel_shape": [2, 2], "strides": [2, 2]}, "pool"),
-             Node("Conv", ["p", "w3", "b3"], ["c3"], conv, "conv3"),
-             Node("GlobalPool", ["c3"], ["g"], {"kind": "avg"}, "gap"),
-             Node("Flatten", ["g"], ["f"], {"axis": 1}, "flatten"),
-             Node("MatMul", ["f", "fc"], ["y"], {}, "dense")]
-    graph = Graph(nodes, [TensorInfo("x", "float32", (1, 3, 32, 32))], [TensorInfo("y", "float32", None)], inits,
+    if kind == "steps":
+        shape = (1, 4, 8, 8)
+        inits = {f"w{i}": weight((4, 4, 1, 1)) for i in range(size)}
+        nodes = [Node("Conv", ["x" if i == 0 else f"h{i}", f"w{i}"], ["y" if i == size - 1 else f"h{i + 1}"], {},
+                      f"conv{i}") for i in range(size)]
+    else:
+        shape = (1, 3, size, size)
+        inits = {"w1": weight((16, 3, 3, 3)), "w2": weight((16, 16, 3, 3)), "w3": weight((32, 16, 3, 3)),
+                 "b1": np.zeros(16, np.float32), "b2": np.zeros(16, np.float32), "b3": np.zeros(32, np.float32),
+                 "fc": weight((32, 10))}
+        conv = {"pads": [1, 1, 1, 1], "activation": "relu"}
+        nodes = [Node("Conv", ["x", "w1", "b1"], ["c1"], conv, "conv1"),
+                 Node("Conv", ["c1", "w2", "b2"], ["c2"], conv, "conv2"),
+                 Node("Pool", ["c2"], ["p"], {"kind": "max", "kernel_shape": [2, 2], "strides": [2, 2]}, "pool"),
+                 Node("Conv", ["p", "w3", "b3"], ["c3"], conv, "conv3"),
+                 Node("GlobalPool", ["c3"], ["g"], {"kind": "avg"}, "gap"),
+                 Node("Flatten", ["g"], ["f"], {"axis": 1}, "flatten"),
+                 Node("MatMul", ["f", "fc"], ["y"], {}, "dense")]
+    graph = Graph(nodes, [TensorInfo("x", "float32", shape)], [TensorInfo("y", "float32", None)], inits,
                   name="providers-probe")
-    feeds = {"x": np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    feeds = {"x": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
     return Model(graph, source="wgnn providers probe"), feeds
 
 
@@ -364,36 +381,112 @@ def wall_ms(session, feeds) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def session_work(session) -> tuple[int, float]:
+    """(steps, MFLOP) a resized session runs per run: what the providers' costs are counted in."""
+    return len(session.steps), sum(step.flops or 0 for step in session.steps) / 1e6
+
+
 def measure_providers(adapter: int, *, rounds: int = PROBE_ROUNDS, warmup: int = PROBE_WARMUP) -> dict:
-    """Time probe_model() end to end (upload, run, download: session.run) on ["wgpu", "numpy"] and
-    on ["numpy"], alternating; the faster becomes the "auto" choice. Returns the cache record."""
+    """Time each PROBES form of probe_model() end to end (upload, run, download: session.run) on
+    ["wgpu", "numpy"] and on ["numpy"], all alternating, and fit each provider's costs
+    (fit_provider_costs). Returns the cache record."""
     from ...engine.config import Config
     from ...engine.interpreter import Interpreter
     from ...engine.session import Session
 
-    model, feeds = probe_model()
-    interpreter = Interpreter(model)
-    sessions = {"wgpu": Session(interpreter, Config(providers=("wgpu", "numpy"), adapter=adapter)),
+    sessions, probes, fallbacks = {}, [], 0
+    for kind, size in PROBES:
+        model, feeds = probe_model(kind, size)
+        interpreter = Interpreter(model)
+        pair = {"wgpu": Session(interpreter, Config(providers=("wgpu", "numpy"), adapter=adapter)),
                 "numpy": Session(interpreter, Config(providers=("numpy",)))}
-    outputs = {name: session.run(feeds)["y"] for name, session in sessions.items()}
-    sessions["wgpu"].wait_background()
-    if not np.allclose(outputs["wgpu"], outputs["numpy"], rtol=1e-3, atol=1e-4):
-        raise WgnnError("the providers probe gave different results on wgpu and numpy")
+        outputs = {name: session.run(feeds)["y"] for name, session in pair.items()}
+        pair["wgpu"].wait_background()
+        if not np.allclose(outputs["wgpu"], outputs["numpy"], rtol=1e-3, atol=1e-4):
+            raise WgnnError("the providers probe gave different results on wgpu and numpy")
+        fallbacks += len(pair["wgpu"].report()["fallbacks"])
+        steps, mflop = session_work(pair["numpy"])
+        probes.append({"kind": kind, "size": size, "steps": steps, "mflop": round(mflop, 3)})
+        for name, session in pair.items():
+            sessions[(len(probes) - 1, name)] = (session, feeds)
     for _ in range(warmup):
-        for session in sessions.values():
+        for session, feeds in sessions.values():
             session.run(feeds)
-    samples = alternate({name: (lambda s=s: wall_ms(s, feeds)) for name, s in sessions.items()}, rounds)
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    choice = ["wgpu", "numpy"] if medians["wgpu"] < medians["numpy"] else ["numpy"]
-    return {"choice": choice, "wgpu_ms": round(medians["wgpu"], 4), "numpy_ms": round(medians["numpy"], 4),
-            "rounds": rounds, "model": "CNN 1x3x32x32: 3 conv, 2 pools, dense",
-            "fallbacks": len(sessions["wgpu"].report()["fallbacks"])}
+    samples = alternate({key: (lambda s=s, f=f: wall_ms(s, f)) for key, (s, f) in sessions.items()}, rounds)
+    for (index, name), values in samples.items():
+        probes[index][f"{name}_ms"] = round(statistics.median(values), 4)
+    return {"form": PROVIDERS_RECORD, "probes": probes, "costs": fit_provider_costs(probes), "rounds": rounds,
+            "model": "steps: N 1x1 convs 4->4 on 1x4x8x8; cnn: 3x3 convs 3->16, 16->16, pool, 16->32, dense on 1x3xNxN",
+            "fallbacks": fallbacks}
+
+
+def fit_provider_costs(probes: list[dict]) -> dict[str, dict[str, float]]:
+    """Each provider's milliseconds per run, per step and per MFLOP, from the probes' medians
+    (least squares of ms = run + steps x step + MFLOP x mflop; a negative cost, noise, becomes 0
+    and the others are fitted again)."""
+    rows = np.array([[1.0, p["steps"], p["mflop"]] for p in probes])
+    costs = {}
+    for name in ("wgpu", "numpy"):
+        times = np.array([p[f"{name}_ms"] for p in probes])
+        kept = [0, 1, 2]
+        while True:
+            solution, *_ = np.linalg.lstsq(rows[:, kept], times, rcond=None)
+            if (solution >= 0).all() or len(kept) == 1:
+                break
+            kept.pop(int(np.argmin(solution)))
+        fitted = dict.fromkeys(("run_ms", "step_ms", "mflop_ms"), 0.0)
+        for column, value in zip(kept, solution, strict=True):
+            fitted[("run_ms", "step_ms", "mflop_ms")[column]] = float(max(value, 0.0))
+        costs[name] = {key: round(value, 6) for key, value in fitted.items()}
+    return costs
+
+
+def predicted_ms(costs: dict[str, float], steps: int, mflop: float) -> float:
+    """A provider's predicted milliseconds per run for a model of `steps` steps and `mflop` MFLOP."""
+    return costs["run_ms"] + steps * costs["step_ms"] + mflop * costs["mflop_ms"]
+
+
+def choose_providers(choice: dict, steps: int, mflop: float) -> dict:
+    """providers=["auto"] for one resized model: the provider predicted faster by the adapter's
+    fitted costs (choice["costs"], from resolve_auto_providers). Returns the choice for the model:
+    its providers, work and both predictions."""
+    predicted = {name: round(predicted_ms(costs, steps, mflop), 4) for name, costs in choice["costs"].items()}
+    providers = ["wgpu", "numpy"] if predicted["wgpu"] < predicted["numpy"] else ["numpy"]
+    return {**choice, "providers": providers, "model_steps": steps, "model_mflop": round(mflop, 3),
+            "predicted_ms": predicted}
+
+
+def crossover_mflop(costs: dict[str, dict[str, float]], steps: int) -> float | None:
+    """The work (MFLOP) from which wgpu is predicted faster for a model of `steps` steps, or None
+    where numpy is predicted faster at any size (its cost per MFLOP no higher)."""
+    gpu, cpu = costs["wgpu"], costs["numpy"]
+    gain = cpu["mflop_ms"] - gpu["mflop_ms"]
+    if gain <= 0:
+        return None
+    fixed = gpu["run_ms"] + steps * gpu["step_ms"] - cpu["run_ms"] - steps * cpu["step_ms"]
+    return max(0.0, fixed / gain)
+
+
+def describe_provider_costs(record) -> str:
+    """A providers record in a line: each provider's fitted costs, and from how much work wgpu is
+    predicted faster for a model of 50 steps."""
+    if not _valid_record(record):
+        return "- (an earlier form of the probe: measured again when providers=['auto'] needs it)"
+    costs = record["costs"]
+    parts = [f"{name} {costs[name]['run_ms']:.3f} + {costs[name]['step_ms']:.4f}/step + "
+             f"{costs[name]['mflop_ms']:.5f}/MFLOP ms" for name in ("wgpu", "numpy")]
+    crossover = crossover_mflop(costs, 50)
+    verdict = ("numpy for every model of 50 steps" if crossover is None
+               else f"wgpu from {crossover:.0f} MFLOP for a model of 50 steps")
+    return f"{'; '.join(parts)}: {verdict}"
 
 
 def resolve_auto_providers(adapter=None) -> tuple[tuple[str, ...], dict]:
     """What providers=["auto"] means for the adapter Config(adapter=...) names: ("wgpu", "numpy")
-    where the providers probe ran faster on wgpu, else ("numpy",). Uses the cache; measures (and
-    stores) once when the adapter has no entry. Returns (providers, the choice with its numbers)."""
+    where wgpu can be the faster for some model (one of its fitted costs lower than numpy's: the
+    session then picks per model at each resize, choose_providers), else ("numpy",). Uses the cache;
+    measures (and stores) once when the adapter has no entry. Returns (providers, the choice with
+    the adapter's fitted costs)."""
     from .context import get_context, gpu_available
 
     unavailable = gpu_available()
@@ -416,15 +509,27 @@ def resolve_auto_providers(adapter=None) -> tuple[tuple[str, ...], dict]:
             save_entry(context.info, {"providers": record})
         except WgnnError as exc:  # a read-only home: the choice still holds for this process
             log.warning("%s", exc)
-    providers = tuple(record["choice"])
+    costs = record["costs"]
+    gpu, cpu = costs["wgpu"], costs["numpy"]
+    # For some model of at least one step: at its smallest (one step, no work) or its largest.
+    can_win = (gpu["step_ms"] < cpu["step_ms"] or gpu["mflop_ms"] < cpu["mflop_ms"]
+               or gpu["run_ms"] + gpu["step_ms"] < cpu["run_ms"] + cpu["step_ms"])
+    providers = ("wgpu", "numpy") if can_win else ("numpy",)
     choice = {"providers": list(providers), "adapter": context.name, "adapter_index": context.index,
-              "wgpu_ms": record["wgpu_ms"], "numpy_ms": record["numpy_ms"], "source": source,
-              "cache": str(cache_path())}
-    log.info("providers=['auto'] on %s: %s (probe CNN per run, median: wgpu %.3f ms, numpy %.3f ms; %s, %s)",
-             context.name, ", ".join(providers), record["wgpu_ms"], record["numpy_ms"], source, cache_path())
+              "costs": costs, "source": source, "cache": str(cache_path())}
+    log.info("providers=['auto'] on %s: %s (ms per run + per step + per MFLOP: wgpu %.3f + %.4f + %.4f, "
+             "numpy %.3f + %.4f + %.4f; %s, %s)", context.name,
+             "wgpu or numpy by each model's work" if can_win else "numpy for every model",
+             gpu["run_ms"], gpu["step_ms"], gpu["mflop_ms"], cpu["run_ms"], cpu["step_ms"], cpu["mflop_ms"],
+             source, cache_path())
     return providers, choice
 
 
 def _valid_record(record) -> bool:
-    return (isinstance(record, dict) and record.get("choice") in (["wgpu", "numpy"], ["numpy"])
-            and isinstance(record.get("wgpu_ms"), (int, float)) and isinstance(record.get("numpy_ms"), (int, float)))
+    if not isinstance(record, dict) or record.get("form") != PROVIDERS_RECORD:
+        return False
+    costs = record.get("costs")
+    return (isinstance(costs, dict) and isinstance(record.get("probes"), list) and record["probes"]
+            and all(isinstance(costs.get(name), dict) and all(isinstance(costs[name].get(key), (int, float))
+                                                             for key in ("run_ms", "step_ms", "mflop_ms"))
+                    for name in ("wgpu", "numpy")))

@@ -254,31 +254,88 @@ def test_untuned_sessions_run_tunable_kernels_at_the_preferred_size(adapter):
 
 
 # -------------------------------------------------------------------------------- providers
-def probe_record(choice) -> dict:
-    return {"choice": choice, "wgpu_ms": 1.5, "numpy_ms": 2.5, "rounds": 9, "model": "test"}
+def probe_record(gpu: dict, cpu: dict) -> dict:
+    """A providers record as measure_providers stores it, with the fitted costs given."""
+    probes = [{"kind": "steps", "size": 1, "steps": 1, "mflop": 0.0, "wgpu_ms": 1.0, "numpy_ms": 0.1}]
+    return {"form": tuning.PROVIDERS_RECORD, "probes": probes, "costs": {"wgpu": gpu, "numpy": cpu}, "rounds": 9,
+            "model": "test", "fallbacks": 0}
+
+
+# wgpu: 1 ms per run, then 1 us per MFLOP; numpy: 0.1 ms per MFLOP. wgpu wins from about 10 MFLOP.
+BIG_GPU = {"run_ms": 1.0, "step_ms": 0.0, "mflop_ms": 0.001}
+ONE_CORE = {"run_ms": 0.0, "step_ms": 0.0, "mflop_ms": 0.1}
 
 
 @needs_gpu
-@pytest.mark.parametrize("choice", [["wgpu", "numpy"], ["numpy"]])
-def test_auto_providers_from_the_cache(choice, monkeypatch, caplog):
+def test_auto_providers_choose_per_model(monkeypatch, caplog):
+    """Where wgpu costs more per run but less per MFLOP, each resize takes the provider predicted
+    faster for its work: numpy for a 9x9 map, wgpu for a 160x160 one (17 MFLOP), numpy again."""
     context = get_context(ADAPTERS[0])
-    write_cache({tuning.adapter_key(context.info): {"providers": probe_record(choice)}})
+    write_cache({tuning.adapter_key(context.info): {"providers": probe_record(BIG_GPU, ONE_CORE)}})
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("the cache has an entry: nothing should be measured")
 
     monkeypatch.setattr(tuning, "measure_providers", no_measuring)
-    model, x = conv_pool_model(), feeds((1, 6, 9, 9))
-    with caplog.at_level(logging.INFO, logger="wgnn.wgpu"):
-        session = wgnn.InferenceSession(model, providers=["auto"], config=None)
-    assert session.get_providers() == choice
-    assert session.providers_choice == {"providers": choice, "adapter": context.name, "adapter_index": context.index,
-                                        "wgpu_ms": 1.5, "numpy_ms": 2.5, "source": "cache",
-                                        "cache": str(tuning.cache_path())}
-    assert f"providers=['auto'] on {context.name}: {', '.join(choice)}" in caplog.text
-    np.testing.assert_allclose(session.run(None, x)[0], wgnn.InferenceSession(model).run(None, x)[0],
-                               rtol=1e-5, atol=1e-5)
+    model = conv_pool_model()
+    caplog.set_level(logging.INFO, logger="wgnn")
+    session = wgnn.InferenceSession(model, providers=["auto"])
+    adapter_choice = {"providers": ["wgpu", "numpy"], "adapter": context.name, "adapter_index": context.index,
+                      "costs": {"wgpu": BIG_GPU, "numpy": ONE_CORE}, "source": "cache",
+                      "cache": str(tuning.cache_path())}
+    assert session.providers_choice == adapter_choice  # not sized yet: symbolic dims
+    assert f"providers=['auto'] on {context.name}: wgpu or numpy by each model's work" in caplog.text
+    for size, providers in [(9, ["numpy"]), (160, ["wgpu", "numpy"]), (9, ["numpy"])]:
+        x = feeds((1, 6, size, size))
+        got = session.run(None, x)[0]
+        choice = session.providers_choice
+        mflop = 6 * 6 * 9 * 2 * size * size / 1e6  # the conv's; the pool's and the add's are smaller
+        assert choice["providers"] == providers == session.get_providers()
+        assert choice["model_steps"] == 3 and mflop < choice["model_mflop"] < 1.1 * mflop
+        assert choice["predicted_ms"] == pytest.approx({"wgpu": 1.0 + choice["model_mflop"] * 0.001,
+                                                        "numpy": choice["model_mflop"] * 0.1}, abs=1e-3)
+        assert session.session.report()["providers_choice"] == choice
+        np.testing.assert_allclose(got, wgnn.InferenceSession(model).run(None, x)[0], rtol=1e-4, atol=1e-4)
+        if size == 160:
+            logged = f"for the model (3 steps, {choice['model_mflop']:.1f} MFLOP): wgpu, numpy (predicted ms per run"
+    assert logged in caplog.text
     assert wgnn.InferenceSession(model, providers=["numpy"]).providers_choice is None
+
+
+@needs_gpu
+def test_auto_providers_numpy_where_wgpu_never_wins(monkeypatch):
+    """Costs all higher on wgpu: numpy alone for every model, no GPU backend made."""
+    context = get_context(ADAPTERS[0])
+    write_cache({tuning.adapter_key(context.info): {"providers": probe_record(
+        {"run_ms": 1.0, "step_ms": 0.1, "mflop_ms": 0.2}, {"run_ms": 0.1, "step_ms": 0.01, "mflop_ms": 0.1})}})
+    session = wgnn.InferenceSession(conv_pool_model(), providers=["auto"])
+    assert [b.name for b in session.session.all_backends] == ["numpy"]
+    session.run(None, feeds((1, 6, 160, 160)))
+    assert session.get_providers() == ["numpy"] and "model_steps" not in session.providers_choice
+
+
+def test_provider_costs_fit():
+    """The fit recovers costs the probes were made from; a cost that noise would make negative is 0."""
+    costs = {"wgpu": (0.3, 0.05, 0.002), "numpy": (0.02, 0.01, 0.02)}
+    work = [(1, 0.0), (9, 0.005), (7, 8.0), (7, 72.0)]
+    probes = [{"steps": steps, "mflop": mflop, **{f"{name}_ms": c[0] + steps * c[1] + mflop * c[2]
+                                                  for name, c in costs.items()}} for steps, mflop in work]
+    fitted = tuning.fit_provider_costs(probes)
+    for name, (run, step, mflop) in costs.items():
+        assert fitted[name] == pytest.approx({"run_ms": run, "step_ms": step, "mflop_ms": mflop}, abs=1e-6)
+    for probe in probes:  # the run's cost shrinks below nothing: the fit drops it
+        probe["numpy_ms"] -= 0.05
+    assert fitted != tuning.fit_provider_costs(probes)
+    assert tuning.fit_provider_costs(probes)["numpy"]["run_ms"] == 0.0
+    assert tuning.crossover_mflop({"wgpu": BIG_GPU, "numpy": ONE_CORE}, 3) == pytest.approx(1.0 / 0.099)
+    assert tuning.crossover_mflop({"wgpu": ONE_CORE, "numpy": BIG_GPU}, 3) is None
+
+
+def test_old_providers_records_are_measured_again():
+    """A record of the first form (one probe's medians, one provider for every model) is not used."""
+    old = {"choice": ["numpy"], "wgpu_ms": 1.5, "numpy_ms": 2.5, "rounds": 9, "model": "test"}
+    assert not tuning._valid_record(old)
+    assert tuning._valid_record(probe_record(BIG_GPU, ONE_CORE))
 
 
 def test_auto_providers_without_a_gpu(monkeypatch):
@@ -304,10 +361,12 @@ def test_auto_providers_measure_once_and_store(monkeypatch):
     choice = config.providers_choice
     assert choice["source"] == "measured" and list(config.providers) == choice["providers"]
     assert choice["providers"] in (["wgpu", "numpy"], ["numpy"])
-    assert choice["wgpu_ms"] > 0 and choice["numpy_ms"] > 0
-    assert (choice["providers"] == ["wgpu", "numpy"]) == (choice["wgpu_ms"] < choice["numpy_ms"])
     record = tuning.cache_entry(get_context(ADAPTERS[0]).info)["providers"]
-    assert record["choice"] == choice["providers"] and record["rounds"] == 2 and record["fallbacks"] == 0
+    assert record["rounds"] == 2 and record["fallbacks"] == 0 and record["costs"] == choice["costs"]
+    assert [(p["kind"], p["size"]) for p in record["probes"]] == list(tuning.PROBES)
+    assert [p["steps"] for p in record["probes"]] == [1, 9, 7, 7] and record["probes"][1]["mflop"] < 0.1
+    assert all(p["wgpu_ms"] > 0 and p["numpy_ms"] > 0 for p in record["probes"])
+    assert all(cost >= 0 for costs in choice["costs"].values() for cost in costs.values())
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("measured twice")

@@ -1,6 +1,7 @@
 """`wgnn bench`: the command's output (text, JSON, per-op table, trace, --vs onnxruntime) and the wgpu
 backend's opt-in profiler (off: runs as before; on: runs still create no GPU resources)."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -409,3 +410,37 @@ def test_lavapipe_threads_are_a_count_from_0_to_32(bad):
 
     with pytest.raises(InputError, match="from 0 to 32"):
         context.set_lavapipe_threads(bad)
+
+
+@pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter")
+@pytest.mark.parametrize("faster", ["wgpu", "numpy"])
+def test_provider_auto_runs_where_predicted_faster(faster, tmp_path):
+    """--provider auto: the model runs on the provider the cached costs predict faster for it,
+    and the report says so."""
+    from wgnn.backends.wgpu import tuning
+    from wgnn.backends.wgpu.context import get_context
+
+    cheap, dear = {"run_ms": 0.0, "step_ms": 0.0, "mflop_ms": 0.001}, {"run_ms": 1.0, "step_ms": 0.1, "mflop_ms": 1.0}
+    costs = {"wgpu": cheap, "numpy": dear} if faster == "wgpu" else {"wgpu": {**dear, "step_ms": 0.0},
+                                                                    "numpy": {**cheap, "step_ms": 0.1}}
+    # Either way wgpu has a lower cost of some kind, so both providers are set up and the model's
+    # work decides (resnet at 32x32: about 10 steps, several MFLOP).
+    record = {"form": tuning.PROVIDERS_RECORD, "probes": [{"steps": 1, "mflop": 0.0}], "costs": costs,
+              "rounds": 1, "model": "test", "fallbacks": 0}
+    key = tuning.adapter_key(get_context(None).info)
+    (tmp_path / "tuning.json").write_text(json.dumps({"format": tuning.CACHE_FORMAT,
+                                                      "entries": {key: {"providers": record}}}))
+    done = subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "bench", "zoo:resnet", "--provider", "auto",
+                           *QUICK, "--json"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "WGNN_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    choice = result["providers_choice"]
+    assert result["providers"] == choice["providers"] == (["wgpu", "numpy"] if faster == "wgpu" else ["numpy"])
+    assert min(choice["predicted_ms"], key=choice["predicted_ms"].get) == faster and choice["model_mflop"] > 0
+    assert (result["adapter"] is None) == (faster == "numpy")
+    shown = subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "bench", "zoo:resnet", "--provider", "auto",
+                            *QUICK], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "WGNN_CACHE_DIR": str(tmp_path)})
+    assert shown.returncode == 0, shown.stderr
+    assert f"providers: {', '.join(result['providers'])}" in shown.stdout and "(auto: predicted wgpu " in shown.stdout

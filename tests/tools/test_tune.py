@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from helpers import gpu_adapters
+from wgnn.backends.wgpu.tuning import choose_providers, describe_provider_costs, fit_provider_costs
 from wgnn.tools.tune import MARGIN
 
 needs_gpu = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
@@ -77,8 +78,13 @@ def test_quick_tune_show_and_clear(tmp_path):
         best = min(ms, key=ms.get)
         assert row["choice"] == (best if ms[best] < ms[default] * (1 - MARGIN) else default)
     probe = entry["providers"]
-    assert probe["choice"] in (["wgpu", "numpy"], ["numpy"]) and probe["wgpu_ms"] > 0 and probe["numpy_ms"] > 0
-    assert (probe["choice"] == ["numpy"]) == (probe["numpy_ms"] <= probe["wgpu_ms"])
+    assert [p["steps"] for p in probe["probes"]] == [1, 9, 7, 7]
+    assert probe["costs"] == fit_provider_costs(probe["probes"])
+    assert all(p["wgpu_ms"] > 0 and p["numpy_ms"] > 0 for p in probe["probes"])
+    costs = probe["costs"]
+    auto = (["wgpu", "numpy"] if any(costs["wgpu"][k] < costs["numpy"][k] for k in ("step_ms", "mflop_ms"))
+            or costs["wgpu"]["run_ms"] + costs["wgpu"]["step_ms"] < costs["numpy"]["run_ms"] + costs["numpy"]["step_ms"]
+            else ["numpy"])
 
     cache = tmp_path / "tuning.json"
     assert entry["cache"] == str(cache) and cache.exists()
@@ -88,7 +94,7 @@ def test_quick_tune_show_and_clear(tmp_path):
     (key,) = document["entries"]
     assert key == f"{adapter['name']} | {adapter['backend']} | {adapter['driver']} | wgnn {wgnn_version()}"
     stored = document["entries"][key]
-    assert stored["storage"] == {"fp32": storage["choice"]} and stored["providers"]["choice"] == probe["choice"]
+    assert stored["storage"] == {"fp32": storage["choice"]} and stored["providers"]["costs"] == probe["costs"]
     assert stored["workgroups"] == {k: row["best"] for row in entry["workgroups"].values() for k in row["kernels"]}
     assert stored["variants"] == {family: row["choice"] for family, row in variants.items()}
 
@@ -98,6 +104,7 @@ def test_quick_tune_show_and_clear(tmp_path):
     common = max(set(stored["workgroups"].values()), key=list(stored["workgroups"].values()).count)
     assert f"all {common}" in table.stdout
     assert f"attention {variants['attention']['choice']}" in table.stdout
+    assert describe_provider_costs(probe) in table.stdout
 
     # storage="auto" and providers=["auto"] in a new process follow what was stored.
     check = subprocess.run([sys.executable, "-c", (
@@ -109,7 +116,9 @@ def test_quick_tune_show_and_clear(tmp_path):
         "print(json.dumps([s.session.backends[0].nc4hw4_storage, a.get_providers(), a.providers_choice['source']]))")],
         capture_output=True, text=True, timeout=300, env={**os.environ, "WGNN_CACHE_DIR": str(tmp_path)}, check=False)
     assert check.returncode == 0, check.stderr
-    assert json.loads(check.stdout) == [storage["choice"], probe["choice"], "cache"]
+    cnn = probe["probes"][2]  # the probe CNN at 32x32, the model the new process runs
+    expected = choose_providers({"costs": costs}, cnn["steps"], cnn["mflop"])["providers"] if "wgpu" in auto else auto
+    assert json.loads(check.stdout) == [storage["choice"], expected, "cache"]
 
     cleared = tune(tmp_path, "--clear", "--adapter", "0")
     assert cleared.returncode == 0 and "removed 1 entry" in cleared.stdout, cleared.stderr

@@ -151,6 +151,10 @@ def format_bench(result: dict) -> str:
             adapter += f" ({result['lavapipe_threads_why']})"
     if result.get("numpy_blas"):  # its kernels choose their products' sizes by it (backends/numpy/blas.py)
         adapter += f"   numpy's BLAS: {result['numpy_blas']}"
+    auto = result.get("providers_choice") or {}
+    if "predicted_ms" in auto:  # providers=["auto"]: why this model runs where it does
+        adapter += (f"   (auto: predicted wgpu {auto['predicted_ms']['wgpu']:.3f} ms, numpy "
+                    f"{auto['predicted_ms']['numpy']:.3f} ms for {auto['model_mflop']:.1f} MFLOP)")
     lines = [f"model: {result['model']}   providers: {', '.join(result['providers'])}{adapter}",
              "inputs: " + ", ".join(f"{n} {_shape_text(s)}" for n, s in result["input_shapes"].items()),
              f"cold start: load {cold['load']:.1f} ms, prepare {cold['prepare']:.1f} ms (shader compilation "
