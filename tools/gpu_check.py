@@ -15,7 +15,8 @@ DIR receives (at most 8 files, as many as the device tool brings back):
                             counts, the forced choices), then each step's command, status, time
                             and output
     kernels.json            `wgnn bench --kernels --json`
-    bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size
+    bench.json              `wgnn bench MODEL --per-op --json` of each zoo model and size, and of the
+                            issue's transformer encoder at 128 tokens
     peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
     tune.json               `wgnn tune --json` (storage, workgroup sizes, kernel variants, providers)
     knobs.json              `wgnn bench` of a model or kernel with each value of a choice forced (KNOBS)
@@ -38,6 +39,8 @@ from pathlib import Path
 CLI = [sys.executable, "-m", "wgnn.tools.cli"]
 PEERS = [sys.executable, "-m", "wgnn.tools.peers"]
 CNNS = ("mobilenetv2", "resnet", "unet")
+# The issue's transformer encoder (docs/performance.md): 4 layers, d=256, 4 heads, 128 tokens.
+ENCODER = {"hidden": 256, "heads": 4, "layers": 4, "ffn": 1024, "max_positions": 128, "batch": 1, "seq": 128}
 DEFAULT_BUDGET_S = 480  # the device tool's 10-minute command limit, less setup and transfers
 # The choices whose rules for real GPUs are estimates, not measurements (docs/gpu-backend.md): each
 # forced in turn on the model where it matters, for the numbers that would set those rules.
@@ -56,8 +59,10 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
     for tile in ("32", "128")] + [
     ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")] + [
-    # Split keys against whole keys, and a split twice as long as the rule's 64 keys.
+    # Split keys against whole keys, and a split twice as long as the rule's 64 keys; the encoder's
+    # attention over 128 keys whole (the rule splits it in two).
     ({"WGNN_ATTENTION_SPLIT": split}, ("kernels", "Attention 12x512x64")) for split in ("0", "128")] + [
+    ({"WGNN_ATTENTION_SPLIT": "0"}, ("encoder", 128))] + [
     # 16-bit feature maps, and 16-bit arithmetic where the GPU has shader-f16: not yet measured on one.
     # A setting named "--flag" is a `wgnn bench` option rather than a variable.
     ({"--precision": precision}, (name, 224)) for name in ("mobilenetv2", "resnet")
@@ -84,7 +89,8 @@ class Step:
 
 
 def zoo_files(folder: Path, sizes: tuple[int, ...]) -> dict[tuple[str, int], Path]:
-    """The zoo models as .onnx files: bert, and the CNNs at each size (the zoo's own size is 32)."""
+    """The zoo models as .onnx files: bert, and the CNNs at each size (the zoo's own size is 32);
+    with 224 among the sizes, also the issue's transformer encoder at its 128 tokens ("encoder")."""
     import onnx
 
     from ..models import zoo
@@ -95,6 +101,9 @@ def zoo_files(folder: Path, sizes: tuple[int, ...]) -> dict[tuple[str, int], Pat
         for size in sizes:
             files[(name, size)] = folder / f"{name}_{size}.onnx"
             onnx.save(zoo.build(name, size=size), files[(name, size)])
+    if 224 in sizes:
+        files[("encoder", 128)] = folder / "encoder_128.onnx"
+        onnx.save(zoo.build("bert", **ENCODER), files[("encoder", 128)])
     return files
 
 
