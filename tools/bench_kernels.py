@@ -50,6 +50,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     out[gid.x + gid.y * nwg.x * 64u] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
 }
 """
+CHAIN_SHADER = """
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(1) var<uniform> params: vec4<f32>;  // x: multiplier, y: addend, z: iterations
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let m = vec4<f32>(params.x);
+    let c = vec4<f32>(params.y);
+    var x = vec4<f32>(f32(gid.x) * 1e-6);
+    for (var i = 0u; i < u32(params.z); i++) {
+        x = fma(x, m, c);  // each step waits for the last: one chain per invocation
+    }
+    out[gid.x + gid.y * nwg.x * 64u] = x;
+}
+"""
 COPY_SHADER = """
 @group(0) @binding(0) var<storage, read_write> src: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
@@ -256,6 +271,34 @@ def fma_peak(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
             "median_gflops": flops / median / 1e6, "invocations": invocations, "iterations": iterations}
 
 
+def concurrency(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
+    """How many invocations a GPU runs at once, as the chain cost model counts them
+    (backends/wgpu/conv_paths.py CostWeights.concurrency, fitted to 32768 on an H200): one chain
+    of dependent FMAs per invocation, timed at iterations L and 2L for 64, 128, ... invocations (up
+    to the FMA peak's), so that the extra L steps' time excludes the dispatch's fixed cost. Up to
+    the GPU's concurrency that time stays one chain's; past it, it grows with the invocations.
+    Estimate: the best invocations per chain time, times one workgroup's chain time."""
+    iterations = sizes["fma_iterations"]
+    most = sizes["fma_groups"] * 64
+    out = gpu.buffer(most * 16)
+    pipelines = []
+    for steps in (iterations, 2 * iterations):
+        params = gpu.buffer(16, uniform=np.array([0.999, 1e-3, steps, 0], np.float32).tobytes())
+        pipelines.append(gpu.pipeline(CHAIN_SHADER, [out, params]))
+    curve = []
+    invocations = 64
+    while invocations <= most:
+        groups = (invocations // 64, 1, 1)
+        short, long = (_times(lambda p=p, b=b, g=groups: gpu.time_ms(gpu.dispatches(p, b, g)), repeat)[0]
+                       for p, b in pipelines)
+        # More invocations never take less time: noise that says so is held at the last point.
+        floor = curve[-1]["chain_us"] if curve else 1e-3
+        curve.append({"invocations": invocations, "chain_us": max((long - short) * 1e3, floor)})
+        invocations *= 2
+    best = max(point["invocations"] / point["chain_us"] for point in curve)
+    return {"invocations": round(best * curve[0]["chain_us"]), "iterations": iterations, "curve": curve}
+
+
 def copy_bandwidth(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
     nbytes = sizes["copy_bytes"]
     src, dst = gpu.buffer(nbytes), gpu.buffer(nbytes)
@@ -365,7 +408,8 @@ def bench_adapter(adapter: int, *, quick: bool = False, warmup: int = 1, runs: i
     result = {"adapter": context.name, "index": context.index, "adapter_type": context.info.adapter_type,
               "lavapipe_threads": lavapipe_threads(context.info), "method": gpu.method, "sizes": tier,
               "fma": fma_peak(gpu, sizes, repeat), "copy": copy_bandwidth(gpu, sizes, repeat),
-              "dispatch": dispatch_cost(gpu, sizes, repeat), "kernels": []}
+              "dispatch": dispatch_cost(gpu, sizes, repeat), "concurrency": concurrency(gpu, sizes, repeat),
+              "kernels": []}
     peak = result["fma"]["gflops"]
     bandwidth = result["copy"]["shader_vec4"]["gbps"]
     chosen = [c for c in kernel_cases(tier) if cases is None or any(n.lower() in c["case"].lower() for n in cases)]
@@ -410,7 +454,11 @@ def format_kernels(result: dict) -> str:
                   f"(median {copy['copy_buffer_to_buffer']['median_gbps']:.2f})",
                   f"  dispatch: {dispatch['us_per_dispatch']:.1f} us per empty dispatch on the GPU "
                   f"({dispatch['dispatches']} in one pass), encoding {dispatch['encode_us_per_dispatch']:.1f} us "
-                  "in Python", ""]
+                  "in Python",
+                  f"  concurrency: about {entry['concurrency']['invocations']} invocations at once (chains of "
+                  f"{entry['concurrency']['iterations']} dependent FMAs: "
+                  + ", ".join(f"{p['invocations']} in {p['chain_us']:.1f} us" for p in entry["concurrency"]["curve"])
+                  + ")", ""]
         rows = []
         for row in entry["kernels"]:
             if "error" in row:

@@ -201,7 +201,9 @@ def datasheet_peak(name: str) -> float | None:
 
 def gemm_line(kernels: dict) -> list[str]:
     """The best MatMul of each adapter, as a share of that adapter's measured FMA peak (and of its
-    datasheet fp32 peak where known)."""
+    datasheet fp32 peak where known), and its measured concurrency."""
+    from ..backends.wgpu.conv_paths import GPU_WEIGHTS
+
     lines = []
     for adapter in kernels.get("adapters", []):
         matmuls = [k for k in adapter.get("kernels", []) if k.get("op") == "MatMul" and "peak_fraction" in k]
@@ -212,9 +214,12 @@ def gemm_line(kernels: dict) -> list[str]:
         sheet = datasheet_peak(adapter["adapter"])
         of_sheet = (f", {100 * best['gflops'] / sheet:.0f}% of the datasheet's {sheet / 1000:.0f} TFLOP/s"
                     if sheet else "")
+        chains = adapter.get("concurrency") or {}
+        at_once = (f"; about {chains['invocations']} invocations at once (the chain cost model's GPU_WEIGHTS "
+                   f"assume {GPU_WEIGHTS.concurrency})" if chains else "")
         lines.append(f"- {adapter['adapter']}: FMA peak {peak:.1f} GFLOP/s; best {best['case']} "
                      f"{best['gflops']:.1f} GFLOP/s = {100 * best['peak_fraction']:.0f}% of it{of_sheet} "
-                     f"({', '.join(best['kernels'])})")
+                     f"({', '.join(best['kernels'])}){at_once}")
     return lines
 
 

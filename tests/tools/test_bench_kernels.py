@@ -30,6 +30,11 @@ def test_quick_json_every_adapter():
         assert fma["flops"] == fma["invocations"] * fma["iterations"] * 8 * 4 * 2
         assert entry["copy"]["shader_vec4"]["gbps"] > 0 and entry["copy"]["copy_buffer_to_buffer"]["gbps"] > 0
         assert entry["dispatch"]["us_per_dispatch"] >= 0 and entry["dispatch"]["dispatches"] > 1
+        chains = entry["concurrency"]
+        assert [p["invocations"] for p in chains["curve"]] == [64 << k for k in range(6)]  # up to the FMA peak's
+        times = [p["chain_us"] for p in chains["curve"]]
+        assert times == sorted(times) and times[0] > 0 and chains["iterations"] == fma["iterations"]
+        assert chains["invocations"] == round(max(p["invocations"] / p["chain_us"] for p in chains["curve"]) * times[0])
         cases = [k["case"] for k in entry["kernels"]]
         assert cases == ["MatMul 32^3", "MatMul 64^3", "MatMul 128^3", "Conv 3x3 16->16 @14", "Conv 1x1 16->64 @14",
                          "depthwise 3x3 64 @14", "Attention 2x32x16", "LayerNorm 32x32", "Softmax 64x32",
@@ -56,6 +61,7 @@ def test_quick_table_one_case():
     assert "adapter 0:" in out and "FMA peak:" in out and "GFLOP/s" in out
     assert ("1 lavapipe worker threads]" in out) == ("llvmpipe" in gpu_adapters()[0]["name"].lower())
     assert "copy bandwidth" in out and "copy_buffer_to_buffer" in out and "per empty dispatch" in out
+    assert "concurrency: about " in out and "invocations at once (chains of 128 dependent FMAs: 64 in " in out
     assert "min ms" in out and "dispatches" in out
     assert "MatMul 64^3" in out and "MatMul 32^3" not in out and "% peak" in out and "matmul/" in out
 

@@ -35,6 +35,7 @@ def test_quick_check_through_the_script(tmp_path):
     kernels = json.loads((out / "kernels.json").read_text())
     matmuls = [k for k in kernels["adapters"][0]["kernels"] if k["op"] == "MatMul"]
     assert matmuls and f"best {max(matmuls, key=lambda k: k['gflops'])['case']} " in report
+    assert f"; about {kernels['adapters'][0]['concurrency']['invocations']} invocations at once" in report
     [bench] = json.loads((out / "bench.json").read_text())
     assert bench["step"] == "bench mobilenetv2 32" and bench["env"] == {}
     # The first knob of each variable (the conv paths' resnet is not built in the quick check)
