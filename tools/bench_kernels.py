@@ -20,51 +20,35 @@ import numpy as np
 from ..engine.errors import WgnnError
 
 FMA_CHAINS = 8  # independent vec4 accumulators per invocation: enough to hide FMA latency
-FMA_SHADER = """
+
+
+def fma_shader(chains: int) -> str:
+    """A shader whose invocations each run `chains` independent chains of vec4 FMAs, params.z steps
+    long (each step of a chain waits for the one before)."""
+    starts = "\n".join(f"    var x{i} = vec4<f32>(seed + {i / 10});" for i in range(chains))
+    steps = "\n".join(f"        x{i} = fma(x{i}, m, c);" for i in range(chains))
+    total = " + ".join(f"x{i}" for i in range(chains))
+    return f"""
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(1) var<uniform> params: vec4<f32>;  // x: multiplier, y: addend, z: iterations
 
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let m = vec4<f32>(params.x);
     let c = vec4<f32>(params.y);
     let seed = f32(gid.x) * 1e-6;
-    var x0 = vec4<f32>(seed);
-    var x1 = vec4<f32>(seed + 0.1);
-    var x2 = vec4<f32>(seed + 0.2);
-    var x3 = vec4<f32>(seed + 0.3);
-    var x4 = vec4<f32>(seed + 0.4);
-    var x5 = vec4<f32>(seed + 0.5);
-    var x6 = vec4<f32>(seed + 0.6);
-    var x7 = vec4<f32>(seed + 0.7);
-    for (var i = 0u; i < u32(params.z); i++) {
-        x0 = fma(x0, m, c);
-        x1 = fma(x1, m, c);
-        x2 = fma(x2, m, c);
-        x3 = fma(x3, m, c);
-        x4 = fma(x4, m, c);
-        x5 = fma(x5, m, c);
-        x6 = fma(x6, m, c);
-        x7 = fma(x7, m, c);
-    }
-    out[gid.x + gid.y * nwg.x * 64u] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
-}
+{starts}
+    for (var i = 0u; i < u32(params.z); i++) {{
+{steps}
+    }}
+    out[gid.x + gid.y * nwg.x * 64u] = {total};
+}}
 """
-CHAIN_SHADER = """
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(1) var<uniform> params: vec4<f32>;  // x: multiplier, y: addend, z: iterations
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let m = vec4<f32>(params.x);
-    let c = vec4<f32>(params.y);
-    var x = vec4<f32>(f32(gid.x) * 1e-6);
-    for (var i = 0u; i < u32(params.z); i++) {
-        x = fma(x, m, c);  // each step waits for the last: one chain per invocation
-    }
-    out[gid.x + gid.y * nwg.x * 64u] = x;
-}
-"""
+
+FMA_SHADER = fma_shader(FMA_CHAINS)
+CHAIN_SHADER = fma_shader(1)  # one chain per invocation: how many invocations run at once (concurrency)
+
 COPY_SHADER = """
 @group(0) @binding(0) var<storage, read_write> src: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;
