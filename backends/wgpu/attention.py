@@ -163,7 +163,8 @@ def kernel_text(d: int, dv: int, rows: int, vec4: bool) -> dict[str, str]:
 
 def tile_keys(d: int, dv: int) -> int:
     """Keys per tile of the tiled kernel: TILE_KEYS, fewer where K's and V's rows would pass
-    TILE_BYTES (WebGPU guarantees 16 KiB of workgroup memory)."""
+    TILE_BYTES. With the tile's scores (TILE_KEYS x WORKGROUP floats, 4 KiB) that stays within the
+    16 KiB of workgroup memory WebGPU guarantees."""
     vec4s = -(-d // 4) + -(-dv // 4)  # of a key's K and V rows
     return max(1, min(TILE_KEYS, TILE_BYTES // (16 * vec4s)))
 
