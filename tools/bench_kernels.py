@@ -259,7 +259,8 @@ def concurrency(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
     """How many invocations a GPU runs at once, as the chain cost model counts them
     (backends/wgpu/conv_paths.py CostWeights.concurrency, fitted to 32768 on an H200): one chain
     of dependent FMAs per invocation, timed at iterations L and 2L for 64, 128, ... invocations (up
-    to the FMA peak's), so that the extra L steps' time excludes the dispatch's fixed cost. Up to
+    to the FMA peak's), the best of the runs each (noise only adds time), so that the extra L
+    steps' time excludes the dispatch's fixed cost. Up to
     the GPU's concurrency that time stays one chain's; past it, it grows with the invocations.
     Estimate: the best invocations per chain time, times one workgroup's chain time."""
     iterations = sizes["fma_iterations"]
@@ -273,7 +274,7 @@ def concurrency(gpu: RawGpu, sizes: dict, repeat: int) -> dict:
     invocations = 64
     while invocations <= most:
         groups = (invocations // 64, 1, 1)
-        short, long = (_times(lambda p=p, b=b, g=groups: gpu.time_ms(gpu.dispatches(p, b, g)), repeat)[0]
+        short, long = (_times(lambda p=p, b=b, g=groups: gpu.time_ms(gpu.dispatches(p, b, g)), repeat)[1]
                        for p, b in pipelines)
         # More invocations never take less time: noise that says so is held at the last point.
         floor = curve[-1]["chain_us"] if curve else 1e-3
