@@ -27,7 +27,7 @@ from ...engine.graph import Node
 from ...engine.ops.attention import MASK, MAX_HEAD, Q, read_as
 from ...engine.ops.base import TensorSpec
 from ..base import Step, part_step
-from .backend import EXECUTIONS, WORKGROUP, GpuExecution, gpu_kernel
+from .backend import EXECUTIONS, WORKGROUP, GpuExecution, forced_split_size, gpu_kernel
 from .matmul import MAX_BATCH_RANK, broadcast_strides, merge_axes, stored_product
 
 KERNELS = {"rows": "matmul/attention.wgsl", "tiled": "matmul/attention_tiled.wgsl"}
@@ -82,10 +82,7 @@ def default_variant(context) -> str:
 
 def forced_split() -> int | None:
     """WGNN_ATTENTION_SPLIT's keys per split (0: no split), or None where it is not set."""
-    chosen = os.environ.get(SPLIT_ENV, "").strip()
-    if chosen and not chosen.isdigit():
-        raise WgnnError(f"{SPLIT_ENV}={chosen!r}: expected keys per split (0: no split)")
-    return int(chosen) if chosen else None
+    return forced_split_size(SPLIT_ENV, "keys per split")
 
 
 def split_keys(context, groups: int, keys: int, tk: int) -> int:
@@ -314,7 +311,7 @@ class AttentionGpu(GpuExecution):
         budget = self.backend.loop_budget
         if splits < 2 or (budget is not None and 2 * splits + MAX_BATCH_RANK > budget):  # the merge's loops
             chunk, splits = 0, 1
-        params = params + [0] * (41 - len(params)) + [chunk or layout.keys, splits]
+        params = params + [chunk or layout.keys, splits]  # slots 41, 42 after alpha and beta
         y = tensors[-1]
         if splits > 1:
             partials = scratch(self, "attention partials",

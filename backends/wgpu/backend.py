@@ -47,6 +47,15 @@ def quick_first_enabled() -> bool:
     return os.environ.get(QUICK_FIRST_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def forced_split_size(variable: str, size: str) -> int | None:
+    """The piece size an environment variable forces on a split kernel (0: no split), or None where
+    it is not set. size says what it counts, e.g. "keys per split", for the error."""
+    chosen = os.environ.get(variable, "").strip()
+    if chosen and not chosen.isdigit():
+        raise WgnnError(f"{variable}={chosen!r}: expected {size} (0: no split)")
+    return int(chosen) if chosen else None
+
+
 STATUS_SLOT = PARAM_INTS - 1  # params slot holding a validating dispatch's status id
 STATUS_BYTES = 16
 STATUS_WGSL = """// Flags a bad index for the host (WgpuBackend._raise_status): the first report of a run keeps its

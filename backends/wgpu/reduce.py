@@ -25,7 +25,7 @@ from ...engine.geometry import contiguous_strides
 from ...engine.ops.reduce import reduced_axes
 from ..base import Step
 from ..numpy.reduce import _empty_identity
-from .backend import LOOP_BUDGET, WORKGROUP, GpuExecution, gpu_kernel, wgsl_type
+from .backend import LOOP_BUDGET, WORKGROUP, GpuExecution, forced_split_size, gpu_kernel, wgsl_type
 
 MAX_RANK = 6
 NEG_INF, POS_INF = "bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"
@@ -139,10 +139,7 @@ def reduce_plan(ex: GpuExecution, outputs: int, outer: int, length: int, passes:
 
 def forced_chunk() -> int | None:
     """WGNN_REDUCE_SPLIT's elements per chunk (0: no split), or None where it is not set."""
-    chosen = os.environ.get(REDUCE_SPLIT_ENV, "").strip()
-    if chosen and not chosen.isdigit():
-        raise WgnnError(f"{REDUCE_SPLIT_ENV}={chosen!r}: expected elements per chunk (0: no split)")
-    return int(chosen) if chosen else None
+    return forced_split_size(REDUCE_SPLIT_ENV, "elements per chunk")
 
 
 def split_iterations(length: int, chunk: int, chunks: int, passes: int) -> int:

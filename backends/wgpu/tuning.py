@@ -6,9 +6,9 @@ use it.
 - Workgroup sizes: kernels in TUNABLE_KERNELS get the `WG` override constant `wgnn tune` measured
   best (the loader asks tuned_constants(); a dispatch sizes its grid from the kernel's WG), else
   the adapter's preferred size (preferred_workgroup: one SIMD group on CPU adapters, 64 elsewhere).
-- Providers: `Config(providers=["auto"])` runs a small CNN in three sizes on wgpu and on numpy
-  once per adapter (measure_providers), stores each provider's fitted cost per run, per step and
-  per MFLOP here, and each session picks for its model the provider predicted faster.
+- Providers: `Config(providers=["auto"])` runs four probes (PROBES) on wgpu and on numpy once
+  per adapter (measure_providers), stores each provider's fitted cost per run, per step and per
+  MFLOP here, and each session picks for its model the provider predicted faster.
 - Kernel variants: MatMul (blocked, subgroup, tiled), Attention (rows, tiled) and the row-wise ops
   (an invocation or a workgroup per row) take the variant `wgnn tune` measured faster on the
   adapter (tuned_variant), else their rule by adapter type (CPU adapters or real GPUs). Convs
