@@ -36,12 +36,14 @@ VARIANT_ENV = "WGNN_ATTENTION_VARIANT"
 # Split keys (split_keys): WGNN_ATTENTION_SPLIT=<keys per split> forces it wherever the tiled kernel
 # runs (0: never), for tests and A/B runs.
 SPLIT_ENV = "WGNN_ATTENTION_SPLIT"
-# Pass 1's workgroups to aim for: what keeps an H200's 132 SMs busy with a few workgroups each at
-# the registers a row of 64-wide heads holds (an estimate, not measured).
-SPLIT_WORKGROUPS = 1024
-# Keys per split at least (4 tiles of 16): shorter splits spend more on their partials and the
-# merge than they save.
-SPLIT_MIN_KEYS = 64
+# Pass 1's workgroups to aim for, and keys per split at least (one tile of 16). Fitted on an H200
+# (NVIDIA Vulkan 580, 2026-12-04; docs/gpu-backend.md "Split keys"), 9 shapes from 4x128 to
+# 1x4096 keys of 32- to 128-wide heads with 16 to 1024 keys per split: the GPU time went as
+# (keys per split + 64) x max(workgroups, 352), whose least is where the workgroups reach 352.
+# An earlier guess, 1024 workgroups of 64 keys at least, ran BERT-base's 12x512 x1.31 and 4x128
+# x1.56 the best split.
+SPLIT_WORKGROUPS = 352
+SPLIT_MIN_KEYS = 16
 TILE_KEYS = 16  # keys per workgroup-memory tile (tiled kernel) up to 64-wide heads
 TILE_BYTES = 8192  # K and V tile bytes at most: wider heads take fewer keys per tile
 ROWS_MAX_HEAD = 64  # widest head of the rows kernel (registers; lavapipe's code generation)
@@ -91,8 +93,8 @@ def split_keys(context, groups: int, keys: int, tk: int) -> int:
     fewer than SPLIT_WORKGROUPS workgroups would run over at least two SPLIT_MIN_KEYS splits, as
     many splits as bring them to SPLIT_WORKGROUPS (SPLIT_MIN_KEYS keys at least each, a whole
     number of tiles): BERT-base's 12 heads of 512 queries are 96 workgroups, each an unbroken chain
-    of 512 key updates per row (0.99 ms on an H200). Not on CPU adapters: every split repeats the
-    query loads and adds a pass."""
+    of 512 key updates per row; 4 splits of 128 keys ran in half its time on an H200. Not on CPU
+    adapters: every split repeats the query loads and adds a pass."""
     chunk = forced_split()
     if chunk is None:
         if context.info.adapter_type == "CPU" or groups >= SPLIT_WORKGROUPS or keys < 2 * SPLIT_MIN_KEYS:

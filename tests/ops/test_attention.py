@@ -354,10 +354,11 @@ def test_split_keys_rule(monkeypatch):
 
     cpu, gpu = (SimpleNamespace(info=SimpleNamespace(adapter_type=t)) for t in ("CPU", "DiscreteGPU"))
     monkeypatch.delenv("WGNN_ATTENTION_SPLIT", raising=False)
-    assert split_keys(gpu, 96, 512, 16) == 64  # 8 splits of 64 keys: 768 workgroups
-    assert split_keys(gpu, 600, 512, 16) == 256  # 2 splits reach SPLIT_WORKGROUPS
-    assert split_keys(gpu, 200, 1000, 16) == 176  # 6 splits (1200 workgroups): 167 keys, up to 11 tiles
-    assert split_keys(gpu, 96, 512, 7) == 63 + 7  # tiles of 7 keys: 64 rounded up to 70
+    assert split_keys(gpu, 96, 512, 16) == 128  # 4 splits of 128 keys: 384 workgroups
+    assert split_keys(gpu, 8, 128, 16) == 16  # 4 heads of 128: one tile per split, 8 splits
+    assert split_keys(gpu, 16, 1024, 16) == 48  # 22 splits (352 workgroups): 47 keys, 3 tiles
+    assert split_keys(gpu, 200, 1000, 16) == 512  # 2 splits reach SPLIT_WORKGROUPS
+    assert split_keys(gpu, 96, 512, 7) == 126 + 7  # tiles of 7 keys: 128 rounded up to 133
     assert split_keys(gpu, SPLIT_WORKGROUPS, 4096, 16) == 0
     assert split_keys(gpu, 96, 2 * SPLIT_MIN_KEYS - 1, 16) == 0
     assert split_keys(cpu, 96, 512, 16) == 0
