@@ -19,7 +19,8 @@ DIR receives (at most 8 files, as many as the device tool brings back):
                             issue's transformer encoder at 128 tokens
     peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
     tune.json               `wgnn tune --json` (storage, workgroup sizes, kernel variants, providers)
-    knobs.json              `wgnn bench` of a model or kernel with each value of a choice forced (KNOBS)
+    knobs.json              `wgnn bench` of a model or kernel with each value of a choice forced (KNOBS),
+                            each followed by the same run unforced (its "baseline_for" names the knob)
     conform/conform.json    `wgnn conform`'s report (its HTML page is left out: the JSON holds it)
 --quick runs small sizes and few runs (seconds on lavapipe: what the tests run).
 """
@@ -59,9 +60,9 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     ({"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": tile}, ("kernels", "MatMul 4096^3"))
     for tile in ("32", "128")] + [
     ({"WGNN_CONV_WEIGHTS": placement}, ("mobilenetv2", 224)) for placement in ("storage", "uniform")] + [
-    # Split keys against whole keys, and a split twice as long as the rule's 64 keys; the encoder's
-    # attention over 128 keys whole (the rule splits it in two).
-    ({"WGNN_ATTENTION_SPLIT": split}, ("kernels", "Attention 12x512x64")) for split in ("0", "128")] + [
+    # Split keys (the rule's 4 splits of 128 here) against whole keys and the first rule's 64-key
+    # splits; the encoder's attention over 128 keys whole (the rule splits it in eight).
+    ({"WGNN_ATTENTION_SPLIT": split}, ("kernels", "Attention 12x512x64")) for split in ("0", "64")] + [
     ({"WGNN_ATTENTION_SPLIT": "0"}, ("encoder", 128))] + [
     # 16-bit feature maps, and 16-bit arithmetic where the GPU has shader-f16: not yet measured on one.
     # A setting named "--flag" is a `wgnn bench` option rather than a variable.
@@ -82,6 +83,7 @@ class Step:
     json_file: str = ""  # stdout is the step's JSON result, kept in this file of the output folder
     env: dict[str, str] = field(default_factory=dict)  # set for this step's process
     setting: str = ""  # a knob's forced choice: VARIABLE=VALUE or --option=VALUE, space-separated
+    baseline_for: str = ""  # the setting of the knob step just before, which this step runs unforced
     status: int | None = None
     seconds: float = 0.0
     output: str = ""
@@ -151,8 +153,12 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
             label, argv = f"{name} {size}", [*CLI, "bench", str(path), "--provider", "wgpu", *target,
                                               *(runs if quick else ["--runs", "20"]), "--per-op", "--json"]
         setting = " ".join(f"{key}={value}" for key, value in settings.items())
-        steps.append(Step(f"knob {setting} {label}", argv + options, 0.1 / len(knobs), json_file="knobs.json",
+        steps.append(Step(f"knob {setting} {label}", argv + options, 0.05 / len(knobs), json_file="knobs.json",
                           env=env, setting=setting))
+        # The same run unforced, straight after: on an H200 the same work's GPU time changed up to 5x
+        # within seconds, so only runs side by side compare (docs/gpu-backend.md, "Split keys").
+        steps.append(Step(f"baseline {label} (for {setting})", argv, 0.05 / len(knobs), json_file="knobs.json",
+                          baseline_for=setting))
     return steps
 
 
@@ -245,29 +251,52 @@ def summary(steps: list[Step], out: Path) -> list[str]:
     peers = out / "peers.md"
     if peers.exists():
         lines += ["", "Peers on the same adapter:", "", peers.read_text().strip()]
-    knobs = [step for step in steps if step.name.startswith("knob ")]
-    if knobs:
-        lines += ["", "| forced choice | model | median ms | GPU ms of the ops (per-op runs) |", "|---|---|---|---|"]
-        for step in knobs:
-            setting = step.setting
-            target = step.name[len(f"knob {setting} "):]
-            result = step.result
-            if not isinstance(result, dict):
-                lines.append(f"| {setting} | {target} | failed | |")
-            elif "adapters" in result:  # a kernel case: its GPU time, and GFLOP/s against the FMA peak
-                [row] = result["adapters"][0]["kernels"]
-                lines.append(f"| {setting} | {target} ({row.get('gflops', 0):.1f} GFLOP/s, "
-                             f"{100 * row.get('peak_fraction', 0):.0f}% of the FMA peak) | {row.get('ms', 0):.3f} | "
-                             f"{row.get('ms', 0):.3f} |")
-            else:
-                lines.append(f"| {setting} | {target} | {result['latency_ms']['median']:.3f} | "
-                             f"{result['per_op']['total_ms']:.3f} |")
+    lines += knob_lines(steps)
     tune = by_name["tune"].result if "tune" in by_name else None
     if isinstance(tune, dict):
         lines += ["", *tune_lines(tune)]
     conform = out / "conform" / "conform.json"
     if conform.exists():
         lines += ["", f"Conformance: {conform_counts(json.loads(conform.read_text()))}"]
+    return lines
+
+
+def knob_gpu_ms(result) -> float | None:
+    """The GPU ms of a knob step's result: a kernel case's, or the sum of a model's ops."""
+    if not isinstance(result, dict):
+        return None
+    if "adapters" in result:
+        [row] = result["adapters"][0]["kernels"]
+        return row.get("ms")
+    return result["per_op"]["total_ms"]
+
+
+def knob_lines(steps: list[Step]) -> list[str]:
+    """The forced choices' table: each knob's median and GPU ms beside the unforced run made straight
+    after it, and their ratio (below 1: the forced choice was faster)."""
+    knobs = [(i, step) for i, step in enumerate(steps) if step.setting]
+    if not knobs:
+        return []
+    lines = ["", "| forced choice | model | median ms | GPU ms of the ops (per-op runs) | unforced GPU ms, "
+             "side by side | forced / unforced |", "|---|---|---|---|---|---|"]
+    for i, step in knobs:
+        setting = step.setting
+        target = step.name[len(f"knob {setting} "):]
+        result = step.result
+        after = steps[i + 1] if i + 1 < len(steps) and steps[i + 1].baseline_for == setting else None
+        forced, unforced = knob_gpu_ms(result), knob_gpu_ms(after.result if after else None)
+        side = f"{unforced:.3f}" if unforced else "-"
+        ratio = f"x{forced / unforced:.2f}" if forced and unforced else "-"
+        if not isinstance(result, dict):
+            lines.append(f"| {setting} | {target} | failed | | {side} | - |")
+        elif "adapters" in result:  # a kernel case: its GPU time, and GFLOP/s against the FMA peak
+            [row] = result["adapters"][0]["kernels"]
+            lines.append(f"| {setting} | {target} ({row.get('gflops', 0):.1f} GFLOP/s, "
+                         f"{100 * row.get('peak_fraction', 0):.0f}% of the FMA peak) | {forced:.3f} | "
+                         f"{forced:.3f} | {side} | {ratio} |")
+        else:
+            lines.append(f"| {setting} | {target} | {result['latency_ms']['median']:.3f} | {forced:.3f} | "
+                         f"{side} | {ratio} |")
     return lines
 
 
@@ -335,6 +364,7 @@ def write_results(steps: list[Step], out: Path) -> None:
         sharing = [step for step in steps if step.json_file == name]
         if name in GATHERED:
             result = [{"step": step.name, "env": step.env, **({"setting": step.setting} if step.setting else {}),
+                       **({"baseline_for": step.baseline_for} if step.baseline_for else {}),
                        **step.result} for step in sharing if step.result is not None]
         elif sharing[0].result is not None:
             result = sharing[0].result
