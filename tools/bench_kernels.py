@@ -110,6 +110,32 @@ def kernel_cases(tier: str) -> list[dict]:
     return cases
 
 
+CASE_FORMS = {  # a case's name with any sizes: the case (kernel_cases names its cases so)
+    r"MatMul (\d+)\^3": lambda n: {"op": "MatMul", "a": (n, n), "b": (n, n)},
+    r"Conv (\d+)x\1 (\d+)->(\d+) @(\d+)": lambda k, c, out, hw: {
+        "op": "Conv", "x": (1, c, hw, hw), "w": (out, c, k, k), "attrs": {"pads": [k // 2] * 4} if k > 1 else {}},
+    r"depthwise (\d+)x\1 (\d+) @(\d+)": lambda k, c, hw: {
+        "op": "Conv", "x": (1, c, hw, hw), "w": (c, 1, k, k), "attrs": {"pads": [k // 2] * 4, "group": c}},
+    r"Attention (\d+)x(\d+)x(\d+)": lambda heads, tokens, head: {
+        "op": "Attention", "heads": heads, "tokens": tokens, "head": head},
+    r"LayerNorm (\d+)x(\d+)": lambda rows, width: {"op": "LayerNorm", "x": (rows, width)},
+    r"Softmax (\d+)x(\d+)": lambda rows, width: {"op": "Softmax", "x": (rows, width)},
+    r"ReduceSum (\d+)->1": lambda n: {"op": "Reduce", "x": (n,)},
+}
+
+
+def case_by_name(name: str) -> dict | None:
+    """The case a name such as "Attention 1x4096x64" or "Conv 3x3 32->64 @28" describes (the forms
+    of kernel_cases' names, any sizes), or None."""
+    import re
+
+    for form, build in CASE_FORMS.items():
+        found = re.fullmatch(form, name.strip(), flags=re.IGNORECASE)
+        if found:
+            return {"case": name.strip(), **build(*(int(size) for size in found.groups()))}
+    return None
+
+
 def case_model(case: dict) -> tuple[bytes, dict[str, np.ndarray]]:
     """The ONNX bytes and feeds of a case: MatMul takes both operands at run time; Conv and
     LayerNorm have their weights as initializers, as in a real model; Attention is the scores
@@ -397,8 +423,7 @@ def bench_adapter(adapter: int, *, quick: bool = False, warmup: int = 1, runs: i
               "kernels": []}
     peak = result["fma"]["gflops"]
     bandwidth = result["copy"]["shader_vec4"]["gbps"]
-    chosen = [c for c in kernel_cases(tier) if cases is None or any(n.lower() in c["case"].lower() for n in cases)]
-    for case in progress(chosen, f"kernels on {context.index}", enabled=show_progress):
+    for case in progress(chosen_cases(tier, cases), f"kernels on {context.index}", enabled=show_progress):
         try:
             row = kernel_case(case, context.index, warmup, runs)
         except WgnnError as exc:
@@ -410,6 +435,100 @@ def bench_adapter(adapter: int, *, quick: bool = False, warmup: int = 1, runs: i
         row["bandwidth_fraction"] = row["gbps"] / bandwidth
         result["kernels"].append(row)
     return result
+
+
+def chosen_cases(tier: str, names: list[str] | None) -> list[dict]:
+    """The tier's cases whose name contains one of `names` (all without names); a name that matches
+    none of them but describes a case (case_by_name) is that case."""
+    cases = kernel_cases(tier)
+    if names is None:
+        return cases
+    chosen = [c for c in cases if any(n.lower() in c["case"].lower() for n in names)]
+    for name in names:
+        if not any(name.lower() in c["case"].lower() for c in cases):
+            case = case_by_name(name)
+            if case is None:
+                forms = ", ".join(c["case"] for c in cases)
+                raise WgnnError(f"--case {name!r}: no kernel case is named so, and it does not describe one "
+                                f"(the forms: {forms}, with any sizes)")
+            chosen.append(case)
+    return chosen
+
+
+def alternate(adapter: int, names: list[str], variable: str, values: list[str], *, rounds: int = 4,
+              quick: bool = False, warmup: int = 1, runs: int = 5, show_progress: bool = True) -> dict:
+    """Each case with the environment variable `variable` at each of `values` in turn ("": unset),
+    in `rounds` rounds, so that every value runs beside the others: on an H200 the same work's GPU
+    time changed up to 5x between rounds seconds apart while the ratios between values held. Per
+    value: the GPU ms of each round, and the median over rounds of its ratio to the first value's
+    time in the same round. The variable takes effect where wgnn reads it, when a session prepares."""
+    import os
+
+    from ..backends.wgpu.context import get_context
+    from .progress import progress
+
+    context = get_context(adapter)
+    cases = chosen_cases(size_tier(quick, context.info.adapter_type), names)
+    saved = os.environ.get(variable)
+    table = {(case["case"], value): {"value": value, "ms": [], "kernels": []} for case in cases for value in values}
+    try:
+        for _ in progress(range(rounds), f"{variable} on {context.index}", enabled=show_progress):
+            for case in cases:
+                for value in values:
+                    if value:
+                        os.environ[variable] = value
+                    else:
+                        os.environ.pop(variable, None)
+                    entry = table[(case["case"], value)]
+                    try:
+                        row = kernel_case(case, context.index, warmup, runs)
+                    except WgnnError as exc:
+                        entry["error"] = str(exc)
+                        continue
+                    entry["ms"].append(row["ms"])
+                    entry["kernels"] = list(dict.fromkeys(row["kernels"]))
+    finally:
+        if saved is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = saved
+    result = {"adapter": context.name, "index": context.index, "variable": variable, "values": values,
+              "rounds": rounds, "runs": runs, "cases": []}
+    for case in cases:
+        first = table[(case["case"], values[0])]["ms"]
+        settings = []
+        for value in values:
+            entry = table[(case["case"], value)]
+            times = entry["ms"]
+            if times:
+                entry["median_ms"] = statistics.median(times)
+                if len(first) == len(times) and "error" not in table[(case["case"], values[0])]:
+                    entry["ratio"] = statistics.median(t / f for t, f in zip(times, first))
+            settings.append(entry)
+        result["cases"].append({"case": case["case"], "op": case["op"], "settings": settings})
+    return result
+
+
+def format_alternate(result: dict) -> str:
+    from .cli import table
+
+    variable, first = result["variable"], result["values"][0]
+    rows = []
+    for case in result["cases"]:
+        for entry in case["settings"]:
+            setting = f"{variable}={entry['value']}" if entry["value"] else f"{variable} unset"
+            if "error" in entry:
+                rows.append([case["case"], setting, "error: " + entry["error"], "", "", ""])
+                continue
+            ratio = f"x{entry['ratio']:.2f}" if "ratio" in entry else "-"
+            rows.append([case["case"], setting, f"{entry['median_ms']:.3f}",
+                         " ".join(f"{t:.3f}" for t in entry["ms"]), ratio, ", ".join(entry["kernels"])])
+    against = f"{variable}={first}" if first else f"{variable} unset"
+    return "\n".join([f"adapter {result['index']}: {result['adapter']}", "",
+                      table(["case", "setting", "median ms", "ms per round", f"vs {against}", "kernel"], rows), "",
+                      f"GPU ms of the op's own steps (median of {result['runs']} runs), each value in turn in "
+                      f"each of {result['rounds']} rounds; vs: the median over rounds of the time over the "
+                      f"first value's in the same round."])
 
 
 def bench_kernels(adapters: list[int], **options) -> dict:

@@ -1,6 +1,8 @@
 """`wgnn bench --kernels`: the structure of its JSON and table output in --quick mode (benchmarks are
 never timed tests: only that every figure is there and sane), and its argument checks."""
 import json
+import os
+import statistics
 import subprocess
 import sys
 
@@ -10,9 +12,9 @@ from helpers import gpu_adapters
 needs_gpu = pytest.mark.skipif(not gpu_adapters(), reason="no GPU adapter (install mesa-vulkan-drivers)")
 
 
-def bench(*args: str) -> subprocess.CompletedProcess:
+def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "wgnn.tools.cli", "bench", *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env={**os.environ, **(env or {})})
 
 
 @needs_gpu
@@ -66,9 +68,60 @@ def test_quick_table_one_case():
     assert "MatMul 64^3" in out and "MatMul 32^3" not in out and "% peak" in out and "matmul/" in out
 
 
+@needs_gpu
+def test_alternate_a_variable_in_rounds():
+    """--alternate times each case at each value of the variable in turn, in rounds: the forced
+    split really runs (its merge kernel shows), unset and 0 run whole keys, and each value's ratio
+    is the median of its per-round ratios to the first value. A name outside the tier is parsed."""
+    done = bench("--kernels", "--quick", "--adapter", "0", "--runs", "2", "--rounds", "2",
+                 "--case", "Attention 2x48x16", "--alternate", "WGNN_ATTENTION_SPLIT=,0,16", "--json",
+                 env={"WGNN_ATTENTION_VARIANT": "tiled"})
+    assert done.returncode == 0, done.stderr
+    [result] = json.loads(done.stdout)
+    assert result["variable"] == "WGNN_ATTENTION_SPLIT" and result["values"] == ["", "0", "16"]
+    [case] = result["cases"]
+    assert case["case"] == "Attention 2x48x16" and [s["value"] for s in case["settings"]] == ["", "0", "16"]
+    unset, whole, split = case["settings"]
+    assert all(len(s["ms"]) == 2 and s["median_ms"] > 0 for s in case["settings"])
+    assert unset["ratio"] == 1.0
+    assert split["ratio"] == pytest.approx(statistics.median(t / f for t, f in zip(split["ms"], unset["ms"])))
+    assert "matmul/attention_merge.wgsl" in split["kernels"] and len(whole["kernels"]) == 1
+    assert unset["kernels"] == whole["kernels"]
+
+
+@needs_gpu
+def test_alternate_table():
+    done = bench("--kernels", "--adapter", "0", "--runs", "1", "--rounds", "1", "--case", "MatMul 24^3",
+                 "--alternate", "WGNN_MATMUL_VARIANT=blocked,,nonesuch")
+    assert done.returncode == 0, done.stderr
+    assert "vs WGNN_MATMUL_VARIANT=blocked" in done.stdout and "WGNN_MATMUL_VARIANT unset" in done.stdout
+    assert "MatMul 24^3" in done.stdout and "x1.00" in done.stdout and "matmul/matmul_blocked.wgsl" in done.stdout
+    assert "error: " in done.stdout and "nonesuch" in done.stdout  # a bad value fails its own row
+    done = bench("--kernels", "--case", "Gemm 8", "--alternate", "X=1,2")
+    assert done.returncode != 0 and "--case 'Gemm 8': no kernel case is named so" in done.stderr
+
+
+def test_case_by_name():
+    """Every case's name describes it again, at any size; other names describe none."""
+    from wgnn.tools.bench_kernels import case_by_name, kernel_cases
+
+    for tier in ("quick", "cpu", "gpu"):
+        for case in kernel_cases(tier):
+            assert case_by_name(case["case"]) == case
+    assert case_by_name("attention 1x4096x64") == {"case": "attention 1x4096x64", "op": "Attention", "heads": 1,
+                                                   "tokens": 4096, "head": 64}
+    assert case_by_name("Conv 5x5 3->8 @9")["attrs"] == {"pads": [2, 2, 2, 2]}
+    assert case_by_name("Conv 3x5 3->8 @9") is None and case_by_name("Gemm 64^3") is None
+
+
 @pytest.mark.parametrize("args, message", [
     (["zoo:resnet", "--kernels"], "takes no MODEL"),
     (["--quick"], "go with --kernels"),
+    (["--alternate", "X=1,2"], "go with --kernels"),
+    (["--kernels", "--alternate", "X=1,2"], "--alternate needs --case"),
+    (["--kernels", "--case", "MatMul 8^3", "--alternate", "X=1"], "with two values or more"),
+    (["--kernels", "--case", "MatMul 8^3", "--alternate", "1X=1,2"], "expected VARIABLE=V1,V2"),
+    (["--kernels", "--case", "MatMul 8^3", "--alternate", "X=1,2", "--rounds", "0"], "--rounds 0"),
     ([], "give a MODEL"),
     (["--kernels", "--vs", "onnxruntime"], "--vs does not go with --kernels"),
 ])

@@ -55,6 +55,11 @@ def register(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="--kernels with small sizes (seconds, for smoke tests)")
     p.add_argument("--case", action="append", metavar="NAME",
                    help="--kernels: only the kernel cases whose name contains NAME (repeatable)")
+    p.add_argument("--alternate", metavar="VARIABLE=V1,V2,...",
+                   help="--kernels --case: time each case with the environment variable at each value in turn "
+                        "(an empty value: unset), in rounds, and print each value's time against the first's "
+                        "(e.g. WGNN_ATTENTION_SPLIT=,0,64)")
+    p.add_argument("--rounds", type=int, default=4, metavar="N", help="--alternate: rounds of all values (default 4)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_bench)
 
@@ -70,8 +75,8 @@ def cmd_bench(args) -> int:
         raise InputError("--runs must be at least 1")
     if args.kernels:
         return cmd_bench_kernels(args)
-    if args.quick or args.case:
-        raise InputError("--quick and --case go with --kernels")
+    if args.quick or args.case or args.alternate:
+        raise InputError("--quick, --case and --alternate go with --kernels")
     if args.model is None:
         raise InputError("give a MODEL to benchmark, or --kernels to benchmark the adapter")
     args.runs = 20 if args.runs is None else args.runs
@@ -110,9 +115,34 @@ def cmd_bench_kernels(args) -> int:
         from ...backends.wgpu.context import set_lavapipe_threads
 
         set_lavapipe_threads(args.lavapipe_threads)
+    runs = 5 if args.runs is None else args.runs
+    if args.alternate:
+        return bench_alternate(args, runs)
     result = bench_kernels(parse_adapters(args.adapter), quick=args.quick, warmup=args.warmup,
-                           runs=5 if args.runs is None else args.runs, show_progress=not args.json, cases=args.case)
+                           runs=runs, show_progress=not args.json, cases=args.case)
     print(json.dumps(result, indent=2) if args.json else format_kernels(result))
+    return 0
+
+
+def bench_alternate(args, runs: int) -> int:
+    """--kernels --case ... --alternate VARIABLE=V1,V2,...: the cases with each value in turn."""
+    import re
+
+    from ..bench_kernels import alternate, format_alternate, parse_adapters
+
+    variable, _, listed = args.alternate.partition("=")
+    values = listed.split(",")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable) or len(values) < 2:
+        raise InputError(f"--alternate {args.alternate!r}: expected VARIABLE=V1,V2,... with two values or more "
+                         "(an empty value: unset)")
+    if not args.case:
+        raise InputError("--alternate needs --case: the kernel cases to time")
+    if args.rounds < 1:
+        raise InputError(f"--rounds {args.rounds}: expected 1 or more")
+    results = [alternate(index, args.case, variable, values, rounds=args.rounds, quick=args.quick,
+                         warmup=args.warmup, runs=runs, show_progress=not args.json)
+               for index in parse_adapters(args.adapter)]
+    print(json.dumps(results, indent=2) if args.json else "\n\n".join(format_alternate(r) for r in results))
     return 0
 
 
