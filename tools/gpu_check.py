@@ -20,7 +20,9 @@ DIR receives (at most 8 files, as many as the device tool brings back):
     peers.md                `python -m wgnn.tools.peers` tables, 32x32 then 224x224
     tune.json               `wgnn tune --json` (storage, workgroup sizes, kernel variants, providers)
     knobs.json              `wgnn bench` of a model or kernel with each value of a choice forced (KNOBS),
-                            each followed by the same run unforced (its "baseline_for" names the knob)
+                            each followed by the same run unforced (its "baseline_for" names the knob);
+                            first, Attention's split keys on several shapes, every value side by side
+                            in rounds (`wgnn bench --kernels --alternate`; under "alternate")
     conform/conform.json    `wgnn conform`'s report (its HTML page is left out: the JSON holds it)
 --quick runs small sizes and few runs (seconds on lavapipe: what the tests run).
 """
@@ -68,6 +70,12 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     # A setting named "--flag" is a `wgnn bench` option rather than a variable.
     ({"--precision": precision}, (name, 224)) for name in ("mobilenetv2", "resnet")
     for precision in ("fp16", "fp16-arith")]
+# Attention's split keys across shapes, every value side by side in rounds (`wgnn bench --kernels
+# --alternate`): the rule's split (unset) against whole keys and fixed splits, for the data that set
+# split_keys's constants (docs/gpu-backend.md, "Split keys").
+SPLIT_CASES = ("Attention 12x512x64", "Attention 4x128x64", "Attention 1x4096x64", "Attention 32x256x64",
+               "Attention 12x512x128")
+SPLIT_VALUES = "WGNN_ATTENTION_SPLIT=,0,32,64,128,256"
 # A kernel knob's case in the quick check: the quick tier's case of the same op.
 QUICK_KERNEL_CASES = {"MatMul": "MatMul 128^3", "Conv": "Conv 3x3 16->16 @14", "Attention": "Attention 2x32x16"}
 GATHERED = ("bench.json", "knobs.json")  # result files of several steps (write_results)
@@ -137,6 +145,12 @@ def plan(out: Path, models: dict[tuple[str, int], Path], adapter: str | None, qu
     conform = ["--sources", "own", "--ops", "^Relu$", "--limit", "2"] if quick else ["--sources", "own,zoo"]
     steps.append(Step("conform", [*CLI, "conform", *conform, "--adapters", f"numpy,{adapter or 'vulkan'}",
                                   "--out", str(out / "conform")], 0.19))
+    split_cases = ["Attention 2x48x16"] if quick else SPLIT_CASES
+    steps.append(Step("attention splits", [*CLI, "bench", "--kernels", *target, *quick_flag,
+                                           *(word for case in split_cases for word in ("--case", case)),
+                                           "--alternate", SPLIT_VALUES, "--rounds", "1" if quick else "3",
+                                           "--runs", "3" if quick else "11", "--json"], 0.08,
+                      json_file="knobs.json"))
     knobs = [knob for i, knob in enumerate(KNOBS) if not quick or set(knob[0]) not in [set(k[0]) for k in KNOBS[:i]]]
     for settings, (name, what) in knobs:
         env = {key: value for key, value in settings.items() if not key.startswith("--")}
@@ -252,6 +266,9 @@ def summary(steps: list[Step], out: Path) -> list[str]:
     if peers.exists():
         lines += ["", "Peers on the same adapter:", "", peers.read_text().strip()]
     lines += knob_lines(steps)
+    splits = by_name.get("attention splits")
+    if splits is not None:
+        lines += ["", *alternate_lines(splits)]
     tune = by_name["tune"].result if "tune" in by_name else None
     if isinstance(tune, dict):
         lines += ["", *tune_lines(tune)]
@@ -297,6 +314,22 @@ def knob_lines(steps: list[Step]) -> list[str]:
         else:
             lines.append(f"| {setting} | {target} | {result['latency_ms']['median']:.3f} | {forced:.3f} | "
                          f"{side} | {ratio} |")
+    return lines
+
+
+def alternate_lines(step: Step) -> list[str]:
+    """An `--alternate` step's cases: each value's median GPU ms and its ratio to the first value's."""
+    if not isinstance(step.result, list):
+        return [f"- {step.name}: no result (see below)"]
+    lines = []
+    for adapter in step.result:
+        variable = adapter["variable"]
+        for case in adapter["cases"]:
+            cells = [f"{entry['value'] or 'unset'}: " + (f"{entry['median_ms']:.3f} ms (x{entry['ratio']:.2f})"
+                                                          if "ratio" in entry else "failed")
+                     for entry in case["settings"]]
+            lines.append(f"- {step.name}, {case['case']} ({variable}, median of {adapter['rounds']} rounds, "
+                         f"ratio to unset): " + ", ".join(cells))
     return lines
 
 
@@ -365,7 +398,8 @@ def write_results(steps: list[Step], out: Path) -> None:
         if name in GATHERED:
             result = [{"step": step.name, "env": step.env, **({"setting": step.setting} if step.setting else {}),
                        **({"baseline_for": step.baseline_for} if step.baseline_for else {}),
-                       **step.result} for step in sharing if step.result is not None]
+                       **(step.result if isinstance(step.result, dict) else {"alternate": step.result})}
+                      for step in sharing if step.result is not None]
         elif sharing[0].result is not None:
             result = sharing[0].result
         else:

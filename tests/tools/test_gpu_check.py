@@ -39,7 +39,13 @@ def test_quick_check_through_the_script(tmp_path):
     [bench] = json.loads((out / "bench.json").read_text())
     assert bench["step"] == "bench mobilenetv2 32" and bench["env"] == {}
     # The first knob of each variable (the conv paths' resnet is not built in the quick check)
-    knobs = json.loads((out / "knobs.json").read_text())
+    splits, *knobs = json.loads((out / "knobs.json").read_text())
+    [adapter] = splits["alternate"]
+    assert splits["step"] == "attention splits" and adapter["variable"] == "WGNN_ATTENTION_SPLIT"
+    [case] = adapter["cases"]
+    assert [entry["value"] for entry in case["settings"]] == ["", "0", "32", "64", "128", "256"]
+    assert f"- attention splits, Attention 2x48x16 (WGNN_ATTENTION_SPLIT, median of 1 rounds, ratio to unset): " \
+           f"unset: {case['settings'][0]['median_ms']:.3f} ms (x1.00), 0: " in report
     # Each knob's run is followed by the same run unforced, side by side
     assert [entry.get("baseline_for") for entry in knobs[1::2]] == [entry["setting"] for entry in knobs[::2]]
     assert all(entry["env"] == {} and entry.get("precision", "fp32") == "fp32" for entry in knobs[1::2])
