@@ -291,10 +291,10 @@ def environment(adapter) -> dict:
             f"; {threads} worker threads" if threads is not None else "") + ")"
     except WgnnError:
         pass
-    from ..backends.numpy import blas
+    from ..backends.numpy import blas, compiled
 
     return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-            "blas": blas.describe(), "adapter": gpu, "versions": versions}
+            "blas": blas.describe(), "compiled": compiled.describe(), "adapter": gpu, "versions": versions}
 
 
 def markdown(result: dict) -> str:
@@ -333,7 +333,8 @@ def markdown(result: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
     lines += ["Largest relative error against onnxruntime: " + (", ".join(errors) or "-") + ".",
               f"Machine: {env['cpus']} CPUs ({env['machine']}), Python {env['python']}; GPU adapter: "
-              f"{env['adapter'] or 'none'}; {versions} (numpy's BLAS: {env['blas']}). "
+              f"{env['adapter'] or 'none'}; {versions} (numpy's BLAS: {env['blas']}; its compiled loops: "
+              f"{env.get('compiled', '-')}). "
               f"onnxruntime: CPU, {ORT_THREADS} threads, no spinning; "
               "ncnn: fp32 on its Vulkan device (pnnx-converted); wonnx: its own wgpu device."]
     return "\n".join(lines)

@@ -49,7 +49,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...engine.ops.base import InferContext
 from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_list
-from . import blas
+from . import blas, compiled
 from .blas import matmul_in_bands, small_product_columns
 from .elementwise import apply_unary, unary_into
 from .kernel import numpy_kernel
@@ -734,12 +734,56 @@ class _DepthwisePlan:
                     np.copyto(target, src)
 
 
+class _CompiledDepthwisePlan:
+    """A 1-D or 2-D depthwise Conv (any channel multiplier) as one compiled loop
+    (backends/numpy/compiled.py): the bias, the residual and a Relu or Clip inside it, another
+    activation after it. Nothing to lay out: it reads the input and writes the output only."""
+
+    shared, nbytes = False, 0
+
+    def __init__(self, ex, strides, dilations, begin, end):
+        step = ex.step
+        self.rank = len(step.input_specs[0].shape) - 2
+        self.dtype = dtype = np.dtype(step.input_specs[0].dtype)
+        self.strides, self.dilations = (np.array(_as_2d(v, 1), np.int64) for v in (strides, dilations))
+        self.pads = np.array(_as_2d(begin, 0), np.int64)
+        self.multiplier = step.input_specs[1].shape[0] // step.input_specs[0].shape[1]
+        kind = ex.attrs["activation"] or None
+        self.activation = compiled.ACTIVATIONS.get(kind, 0)
+        alpha, beta = ex.attrs["activation_alpha"], ex.attrs["activation_beta"]
+        self.low, self.high = (dtype.type(alpha), dtype.type(beta)) if kind == "clip" else (dtype.type(0),) * 2
+        self.kind = None if kind in compiled.ACTIVATIONS else epilogue(kind, alpha, beta, dtype)
+        self.no_bias, self.no_residual = np.empty(0, dtype), np.empty((0, 0, 0, 0), dtype)
+        self.loop = compiled.depthwise_kernel()
+
+    @staticmethod
+    def fits(step, group: int) -> bool:
+        x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
+        return (len(x_shape) in (3, 4) and group == x_shape[1] and w_shape[1] == 1
+                and np.dtype(step.input_specs[0].dtype) in (np.float32, np.float64))
+
+    def describe(self) -> str:
+        return "depthwise, compiled loop"
+
+    def run(self, ex, x, w, b, residual, out) -> None:
+        if self.rank == 1:  # (N, C, L) as (N, C, 1, L)
+            x, w, out = x[:, :, None], w[:, :, None], out[:, :, None]
+            residual = None if residual is None else residual[:, :, None]
+        self.loop(x, w, self.no_bias if b is None else b, self.no_residual if residual is None else residual, out,
+                  self.strides, self.dilations, self.pads, self.multiplier, self.activation, self.low, self.high)
+        if self.kind is not None:
+            self.kind(out, out)
+
+
 def _prepare_conv(ex) -> None:
     plan = None
     if _fits(ex.step):
         geometry = _conv_geometry(ex)
-        chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)
-        plan = (_DepthwisePlan if chunked else _ConvPlan)(ex, *geometry)
+        if compiled.enabled() and _CompiledDepthwisePlan.fits(ex.step, ex.attrs["group"]):
+            plan = _CompiledDepthwisePlan(ex, *geometry)
+        else:
+            chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)
+            plan = (_DepthwisePlan if chunked else _ConvPlan)(ex, *geometry)
     ex.state["conv"] = plan
 
 
@@ -761,7 +805,7 @@ def conv(ex, inputs, outputs):
     if plan is None:
         np.copyto(out, _conv_any(ex, x, w, b, residual), casting="unsafe")
         return
-    if type(plan) is _DepthwisePlan:
+    if type(plan) in (_DepthwisePlan, _CompiledDepthwisePlan):
         plan.run(ex, x, w, b, residual, out)
         return
     if plan.shared:

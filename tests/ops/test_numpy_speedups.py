@@ -25,6 +25,13 @@ rng = np.random.default_rng(7)
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
+@pytest.fixture(autouse=True)
+def numpy_plans(monkeypatch):
+    """These are the numpy plans' tests: depthwise convs take them, not the compiled loop that
+    stands in for them where numba is installed (tests/backends/test_numpy_compiled.py)."""
+    monkeypatch.setenv("WGNN_NUMPY_COMPILED", "0")
+
+
 def r(*shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 

@@ -180,7 +180,7 @@ def format_bench(result: dict) -> str:
         if result.get("lavapipe_threads_why"):
             adapter += f" ({result['lavapipe_threads_why']})"
     if result.get("numpy_blas"):  # its kernels choose their products' sizes by it (backends/numpy/blas.py)
-        adapter += f"   numpy's BLAS: {result['numpy_blas']}"
+        adapter += f"   numpy's BLAS: {result['numpy_blas']}; compiled loops: {result.get('numpy_compiled')}"
     auto = result.get("providers_choice") or {}
     if "predicted_ms" in auto:  # providers=["auto"]: why this model runs where it does
         adapter += (f"   (auto: predicted wgpu {auto['predicted_ms']['wgpu']:.3f} ms, numpy "

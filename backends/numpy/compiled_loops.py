@@ -1,0 +1,148 @@
+"""The numpy backend's compiled loops (backends/numpy/compiled.py says when they run). Imported
+only where numba is installed: it compiles each loop per dtype at its first call and caches the
+machine code on disk (`cache=True`), so a later process loads it."""
+import numba
+import numpy as np
+
+# Indices as unsigned: numba then drops its negative-index wraparound, which keeps LLVM from
+# vectorizing the row loops (a tap's multiply-add over a row: 0.75 -> 0.14 ns per element here).
+index = np.uintp
+# Output planes up to this many pixels run depthwise_channels_inner: 3x3 depthwise + Clip with 64
+# pixels took it x0.25-0.74 of depthwise's time, with 256 x1.0-1.5, with 784 and more x1.6-3.
+CHANNELS_INNER_PIXELS = 100
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def depthwise(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low, high):
+    """out[n, m] = sum over taps of w[m, 0, ky, kx] * x[n, m // multiplier] at the tap's strided,
+    dilated, zero-padded offset; + bias[m]; + residual[n, m]; then Relu (activation 1) or a clip
+    to [low, high] (2). bias or residual of size 0: none. NaN passes the clip as in numpy.
+
+    Each channel is scattered into the stride phases of its zero-padded plane (phase (a, b): the
+    padded elements at (a + stride_h * i, b + stride_w * j); one phase at stride 1), where every tap
+    reads one phase with stride 1. The sums run over the output as rows of the phase grid's width,
+    so each tap is one long vectorized multiply-add; the columns past the output's are dropped."""
+    batch, channels_out, out_h, out_w = out.shape
+    if out_h * out_w <= CHANNELS_INNER_PIXELS:
+        depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low,
+                                 high)
+        return
+    height, width = x.shape[2], x.shape[3]
+    kernel_h, kernel_w = w.shape[2], w.shape[3]
+    stride_h, stride_w = strides[0], strides[1]
+    dilation_h, dilation_w = dilations[0], dilations[1]
+    pad_top, pad_left = pads[0], pads[1]
+    padded_h = max(height + pad_top, (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1)
+    padded_w = max(width + pad_left, (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1)
+    cells_h, cells_w = -(-padded_h // stride_h), -(-padded_w // stride_w)
+    grid = cells_h * cells_w
+    # The widened rows of the last tap of the last phase read up to its column shift past the grid.
+    phases = np.zeros(stride_h * stride_w * grid + (kernel_w - 1) * dilation_w // stride_w + 1, x.dtype)
+    sums_size = out_h * cells_w
+    sums = np.empty(sums_size, out.dtype)
+    has_bias, has_residual = bias.size > 0, residual.size > 0
+    for n in range(batch):
+        for m in range(channels_out):
+            source = x[n, m // multiplier]
+            for iy in range(height):
+                row = iy + pad_top
+                line = source[iy]
+                at = (row % stride_h) * stride_w * grid + (row // stride_h) * cells_w
+                if stride_w == 1:
+                    for ix in range(width):
+                        phases[index(at + ix + pad_left)] = line[index(ix)]
+                else:  # phase b's cells j hold padded column b + stride_w * j: input column that - pad_left
+                    for b in range(stride_w):
+                        first = max(0, -(-(pad_left - b) // stride_w))
+                        end = -(-(width + pad_left - b) // stride_w)
+                        cell = at + b * grid
+                        for j in range(first, end):
+                            phases[index(cell + j)] = line[index(j * stride_w + b - pad_left)]
+            start = bias[m] if has_bias else 0.0
+            for p in range(sums_size):
+                sums[index(p)] = start
+            for ky in range(kernel_h):
+                down = ky * dilation_h
+                for kx in range(kernel_w):
+                    right = kx * dilation_w
+                    base = ((down % stride_h) * stride_w + right % stride_w) * grid \
+                        + (down // stride_h) * cells_w + right // stride_w
+                    weight = w[m, 0, ky, kx]
+                    for p in range(sums_size):
+                        sums[index(p)] += weight * phases[index(base + p)]
+            for oy in range(out_h):
+                target = out[n, m, oy]
+                at = oy * cells_w
+                for ox in range(out_w):
+                    target[index(ox)] = sums[index(at + ox)]
+                if has_residual:
+                    extra = residual[n, m, oy]
+                    for ox in range(out_w):
+                        target[index(ox)] += extra[index(ox)]
+                if activation == 1:
+                    for ox in range(out_w):
+                        value = target[index(ox)]
+                        target[index(ox)] = 0 if value < 0 else value
+                elif activation == 2:
+                    for ox in range(out_w):
+                        value = target[index(ox)]
+                        value = low if value < low else value
+                        target[index(ox)] = high if value > high else value
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low,
+                             high):
+    """depthwise (same arguments and result) for small planes, where depthwise's loops over one
+    channel's rows are a few elements long: the image is read into channels-last order once, and
+    each output pixel's taps are multiply-adds over all its channels, one long loop each."""
+    batch, channels_out, out_h, out_w = out.shape
+    height, width = x.shape[2], x.shape[3]
+    kernel_h, kernel_w = w.shape[2], w.shape[3]
+    stride_h, stride_w = strides[0], strides[1]
+    dilation_h, dilation_w = dilations[0], dilations[1]
+    pad_top, pad_left = pads[0], pads[1]
+    pixels = np.empty((height, width, channels_out), x.dtype)  # each output channel's input, last
+    weights = np.empty((kernel_h, kernel_w, channels_out), w.dtype)
+    for m in range(channels_out):
+        for ky in range(kernel_h):
+            for kx in range(kernel_w):
+                weights[ky, kx, m] = w[m, 0, ky, kx]
+    sums = np.empty(channels_out, out.dtype)
+    has_bias, has_residual = bias.size > 0, residual.size > 0
+    for n in range(batch):
+        for m in range(channels_out):
+            source = x[n, m // multiplier]
+            for iy in range(height):
+                line = source[iy]
+                for ix in range(width):
+                    pixels[iy, ix, m] = line[index(ix)]
+        for oy in range(out_h):
+            for ox in range(out_w):
+                for m in range(channels_out):
+                    sums[index(m)] = bias[m] if has_bias else 0.0
+                for ky in range(kernel_h):
+                    iy = oy * stride_h + ky * dilation_h - pad_top
+                    if iy < 0 or iy >= height:
+                        continue
+                    for kx in range(kernel_w):
+                        ix = ox * stride_w + kx * dilation_w - pad_left
+                        if ix < 0 or ix >= width:
+                            continue
+                        tap, pixel = weights[ky, kx], pixels[iy, ix]
+                        for m in range(channels_out):
+                            sums[index(m)] += tap[index(m)] * pixel[index(m)]
+                if has_residual:
+                    for m in range(channels_out):
+                        sums[index(m)] += residual[n, m, oy, ox]
+                if activation == 1:
+                    for m in range(channels_out):
+                        value = sums[index(m)]
+                        sums[index(m)] = 0 if value < 0 else value
+                elif activation == 2:
+                    for m in range(channels_out):
+                        value = sums[index(m)]
+                        value = low if value < low else value
+                        sums[index(m)] = high if value > high else value
+                for m in range(channels_out):
+                    out[n, m, oy, ox] = sums[index(m)]

@@ -1,0 +1,137 @@
+"""The numpy backend's compiled depthwise loop (backends/numpy/compiled.py) against onnxruntime and
+against the numpy plan it stands in for (WGNN_NUMPY_COMPILED=0), on the edges: channels not a
+multiple of 4, batch > 1, channel multipliers, strides, dilations, asymmetric and large padding,
+1-D convs, every fused activation, a residual, float64, NaN. numba is a test dependency; where it
+is missing, only the numpy plans' checks run."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from wgnn.backends.numpy import compiled
+
+import wgnn
+
+rng = np.random.default_rng(7)
+numba_missing = pytest.mark.skipif(compiled._numba() is None, reason="numba is not installed")
+
+
+def depthwise_model(x_shape, w_shape, attrs, *, bias=True, activation=None, residual=None, dtype=np.float32):
+    """Conv (group = channels) [+ residual Add of that shape] [+ activation]: what the converter
+    fuses into one Conv step with its residual input and activation attributes."""
+    elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
+    w = rng.standard_normal(w_shape).astype(dtype)
+    inits = [numpy_helper.from_array(w, "w")]
+    inputs = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(w_shape[0]).astype(dtype), "b"))
+        inputs.append("b")
+    nodes = [helper.make_node("Conv", inputs, ["conv"], group=x_shape[1], **attrs)]
+    last = "conv"
+    graph_inputs = [helper.make_tensor_value_info("x", elem, list(x_shape))]
+    if residual:
+        nodes.append(helper.make_node("Add", ["conv", "r"], ["sum"]))
+        last = "sum"
+        graph_inputs.append(helper.make_tensor_value_info("r", elem, residual))
+    if activation == "Clip":
+        inits += [numpy_helper.from_array(np.array(bound, dtype), name) for name, bound in (("lo", -0.5), ("hi", 1.5))]
+        nodes.append(helper.make_node("Clip", [last, "lo", "hi"], ["y"]))
+    elif activation is not None:
+        nodes.append(helper.make_node(activation, [last], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "depthwise", graph_inputs, [helper.make_tensor_value_info("y", elem, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def run_numpy(model, feeds, monkeypatch, compiled_loop: bool):
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1" if compiled_loop else "0")
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    result = session.run(None, feeds)[0]
+    variants = [ex.variant() for segment in session.session.segments for step, ex in segment.steps
+                if step.op.op_type == "Conv"]
+    return result, variants
+
+
+CASES = [  # x shape, w shape, Conv attributes
+    ((2, 5, 7, 6), (5, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 9, 8), (6, 1, 3, 3), {"strides": [2, 2], "pads": [0, 1, 1, 0]}),  # multiplier 2
+    ((1, 7, 10, 11), (7, 1, 5, 3), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
+    ((3, 2, 5, 4), (2, 1, 3, 3), {"pads": [3, 3, 3, 3]}),  # padding past the kernel: zero rows
+    ((1, 9, 8, 8), (9, 1, 1, 1), {}),
+    ((2, 4, 13), (8, 1, 3), {"strides": [2], "pads": [2, 1], "dilations": [2]}),  # 1-D, multiplier 2
+    ((1, 144, 8, 8), (144, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # a MobileNetV2 stage
+]
+
+
+@numba_missing
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES)
+@pytest.mark.parametrize("activation", [None, "Relu", "Clip", "Sigmoid"])
+def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, attrs, activation,
+                                                                   monkeypatch):
+    model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu")
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    assert variants == ["depthwise, compiled loop"]
+    plan, plan_variants = run_numpy(model, feeds, monkeypatch, compiled_loop=False)
+    assert plan_variants != variants
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+def test_compiled_depthwise_residual_float64_and_nan(monkeypatch):
+    """The residual is added before the activation; float64 compiles its own loop; NaN passes
+    the clip as in numpy and onnx.reference."""
+    model = depthwise_model((2, 3, 6, 5), (3, 1, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip",
+                            residual=[2, 3, 6, 5], dtype=np.float64)
+    x = rng.standard_normal((2, 3, 6, 5))
+    x[1, 2, 3, 3] = np.nan
+    feeds = {"x": x, "r": rng.standard_normal((2, 3, 6, 5))}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]  # onnxruntime has no float64 Conv
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    assert variants == ["depthwise, compiled loop"] and got.dtype == np.float64
+    [conv] = [step for segment in wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).session.segments
+              for step, _ in segment.steps]
+    assert conv.inputs[3] == "r" and conv.attrs["activation"] == "clip"  # one step: residual and Clip inside
+    assert np.isnan(got[1, 2]).sum() == np.isnan(want[1, 2]).sum() > 0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@numba_missing
+def test_compiled_depthwise_in_fused_blocks(monkeypatch):
+    """zoo mobilenetv2's ConvDwPwExpand and ConvDwPw steps run their depthwise stage compiled, and
+    the model's output matches the numpy plans' (batch 2 at 32x32, an odd size)."""
+    from wgnn.models import zoo
+
+    for size, batch in ((32, 2), (45, 1)):
+        model = zoo.build("mobilenetv2", size=size).SerializeToString()
+        shape = (batch, 3, size, size)
+        feeds = {"input": rng.standard_normal(shape).astype(np.float32)}
+        outputs = []
+        for compiled_loop in (True, False):
+            monkeypatch.setenv(compiled.COMPILED_ENV, "1" if compiled_loop else "0")
+            session = wgnn.InferenceSession(model, providers=["numpy"])
+            session.session.resize({"input": shape})
+            variants = " ".join(ex.variant() for seg in session.session.segments for _, ex in seg.steps)
+            assert ("compiled loop" in variants) == compiled_loop
+            outputs.append(session.run(None, feeds)[0])
+        np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-4, atol=1e-5)
+
+
+def test_numpy_plans_without_compiled_loops(monkeypatch):
+    """WGNN_NUMPY_COMPILED=0 (and a machine without numba) runs the numpy plans."""
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
+    assert not compiled.enabled()
+    model = depthwise_model((2, 5, 7, 6), (5, 1, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip")
+    feeds = {"x": rng.standard_normal((2, 5, 7, 6)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=False)
+    assert "compiled" not in variants[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(compiled, "_numba", lambda: None)
+    monkeypatch.delenv(compiled.COMPILED_ENV)
+    assert not compiled.enabled()
