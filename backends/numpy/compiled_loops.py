@@ -12,6 +12,20 @@ index = np.uintp
 CHANNELS_INNER_PIXELS = 100
 
 
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def activate(values, activation, low, high):
+    """Relu (activation 1) or a clip to [low, high] (2) of a 1-D array in place; NaN stays NaN."""
+    if activation == 1:
+        for i in range(values.size):
+            value = values[index(i)]
+            values[index(i)] = 0 if value < 0 else value
+    elif activation == 2:
+        for i in range(values.size):
+            value = values[index(i)]
+            value = low if value < low else value
+            values[index(i)] = high if value > high else value
+
+
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low, high):
     """out[n, m] = sum over taps of w[m, 0, ky, kx] * x[n, m // multiplier] at the tap's strided,
@@ -79,15 +93,7 @@ def depthwise(x, w, bias, residual, out, strides, dilations, pads, multiplier, a
                     extra = residual[n, m, oy]
                     for ox in range(out_w):
                         target[index(ox)] += extra[index(ox)]
-                if activation == 1:
-                    for ox in range(out_w):
-                        value = target[index(ox)]
-                        target[index(ox)] = 0 if value < 0 else value
-                elif activation == 2:
-                    for ox in range(out_w):
-                        value = target[index(ox)]
-                        value = low if value < low else value
-                        target[index(ox)] = high if value > high else value
+                activate(target, activation, low, high)
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
@@ -135,14 +141,6 @@ def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads
                 if has_residual:
                     for m in range(channels_out):
                         sums[index(m)] += residual[n, m, oy, ox]
-                if activation == 1:
-                    for m in range(channels_out):
-                        value = sums[index(m)]
-                        sums[index(m)] = 0 if value < 0 else value
-                elif activation == 2:
-                    for m in range(channels_out):
-                        value = sums[index(m)]
-                        value = low if value < low else value
-                        sums[index(m)] = high if value > high else value
+                activate(sums, activation, low, high)
                 for m in range(channels_out):
                     out[n, m, oy, ox] = sums[index(m)]
