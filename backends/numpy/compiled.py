@@ -43,8 +43,8 @@ def _numba():
     return numba
 
 
-def depthwise_kernel():
-    """The compiled depthwise loop (compiled per dtype at its first call, cached on disk)."""
-    from .compiled_loops import depthwise
+def loops():
+    """The compiled loops' module (each loop compiled per dtype at its first call, cached on disk)."""
+    from . import compiled_loops
 
-    return depthwise
+    return compiled_loops

@@ -1,6 +1,7 @@
 """The numpy backend's compiled loops (backends/numpy/compiled.py says when they run). Imported
 only where numba is installed: it compiles each loop per dtype at its first call and caches the
-machine code on disk (`cache=True`), so a later process loads it."""
+machine code on disk (`cache=True`), so a later process loads it. The loops allocate nothing:
+their work buffers are the caller's, made when it prepares (backends/numpy/conv.py)."""
 import numba
 import numpy as np
 
@@ -8,7 +9,7 @@ import numpy as np
 # vectorizing the row loops (a tap's multiply-add over a row: 0.75 -> 0.14 ns per element here).
 index = np.uintp
 # Output planes up to this many pixels run depthwise_channels_inner: 3x3 depthwise + Clip with 64
-# pixels took it x0.25-0.74 of depthwise's time, with 256 x1.0-1.5, with 784 and more x1.6-3.
+# pixels took it x0.25-0.74 of depthwise_phases's time, with 256 x1.0-1.5, with 784 and more x1.6-3.
 CHANNELS_INNER_PIXELS = 100
 
 
@@ -26,8 +27,24 @@ def activate(values, activation, low, high):
             values[index(i)] = high if value > high else value
 
 
+@numba.njit(cache=True)
+def phase_grid(x_shape, out_shape, kernel, strides, dilations, pads):
+    """depthwise_phases's layout for (N, C, H, W) inputs, (N, M, OH, OW) outputs and (KH, KW)
+    kernels: (cells_h, cells_w, the size of its phases buffer), each phase a cells_h x cells_w grid;
+    its sums buffer holds out_h x cells_w."""
+    height, width = x_shape[2], x_shape[3]
+    out_h, out_w = out_shape[2], out_shape[3]
+    padded_h = max(height + pads[0], (out_h - 1) * strides[0] + (kernel[0] - 1) * dilations[0] + 1)
+    padded_w = max(width + pads[1], (out_w - 1) * strides[1] + (kernel[1] - 1) * dilations[1] + 1)
+    cells_h, cells_w = -(-padded_h // strides[0]), -(-padded_w // strides[1])
+    # The widened rows of the last tap of the last phase read up to its column shift past the grid.
+    size = strides[0] * strides[1] * cells_h * cells_w + (kernel[1] - 1) * dilations[1] // strides[1] + 1
+    return cells_h, cells_w, size
+
+
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def depthwise(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low, high):
+def depthwise_phases(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low, high,
+                     phases, sums):
     """out[n, m] = sum over taps of w[m, 0, ky, kx] * x[n, m // multiplier] at the tap's strided,
     dilated, zero-padded offset; + bias[m]; + residual[n, m]; then Relu (activation 1) or a clip
     to [low, high] (2). bias or residual of size 0: none. NaN passes the clip as in numpy.
@@ -35,25 +52,18 @@ def depthwise(x, w, bias, residual, out, strides, dilations, pads, multiplier, a
     Each channel is scattered into the stride phases of its zero-padded plane (phase (a, b): the
     padded elements at (a + stride_h * i, b + stride_w * j); one phase at stride 1), where every tap
     reads one phase with stride 1. The sums run over the output as rows of the phase grid's width,
-    so each tap is one long vectorized multiply-add; the columns past the output's are dropped."""
+    so each tap is one long vectorized multiply-add; the columns past the output's are dropped.
+    phases and sums: buffers of phase_grid's sizes, phases zeroed once (the scatter writes the
+    same interior cells on every call, so the padding stays zero)."""
     batch, channels_out, out_h, out_w = out.shape
-    if out_h * out_w <= CHANNELS_INNER_PIXELS:
-        depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low,
-                                 high)
-        return
     height, width = x.shape[2], x.shape[3]
     kernel_h, kernel_w = w.shape[2], w.shape[3]
     stride_h, stride_w = strides[0], strides[1]
     dilation_h, dilation_w = dilations[0], dilations[1]
     pad_top, pad_left = pads[0], pads[1]
-    padded_h = max(height + pad_top, (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1)
-    padded_w = max(width + pad_left, (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1)
-    cells_h, cells_w = -(-padded_h // stride_h), -(-padded_w // stride_w)
+    cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel_h, kernel_w), strides, dilations, pads)
     grid = cells_h * cells_w
-    # The widened rows of the last tap of the last phase read up to its column shift past the grid.
-    phases = np.zeros(stride_h * stride_w * grid + (kernel_w - 1) * dilation_w // stride_w + 1, x.dtype)
     sums_size = out_h * cells_w
-    sums = np.empty(sums_size, out.dtype)
     has_bias, has_residual = bias.size > 0, residual.size > 0
     for n in range(batch):
         for m in range(channels_out):
@@ -98,23 +108,21 @@ def depthwise(x, w, bias, residual, out, strides, dilations, pads, multiplier, a
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low,
-                             high):
-    """depthwise (same arguments and result) for small planes, where depthwise's loops over one
-    channel's rows are a few elements long: the image is read into channels-last order once, and
-    each output pixel's taps are multiply-adds over all its channels, one long loop each."""
+                             high, pixels, weights, sums):
+    """depthwise_phases's result for small planes, where its loops over one channel's rows are a
+    few elements long: the image is read into channels-last order once, and each output pixel's
+    taps are multiply-adds over all its channels, one long loop each. Buffers: pixels (H, W, M),
+    weights (KH, KW, M), sums (M,)."""
     batch, channels_out, out_h, out_w = out.shape
     height, width = x.shape[2], x.shape[3]
     kernel_h, kernel_w = w.shape[2], w.shape[3]
     stride_h, stride_w = strides[0], strides[1]
     dilation_h, dilation_w = dilations[0], dilations[1]
     pad_top, pad_left = pads[0], pads[1]
-    pixels = np.empty((height, width, channels_out), x.dtype)  # each output channel's input, last
-    weights = np.empty((kernel_h, kernel_w, channels_out), w.dtype)
     for m in range(channels_out):
         for ky in range(kernel_h):
             for kx in range(kernel_w):
                 weights[ky, kx, m] = w[m, 0, ky, kx]
-    sums = np.empty(channels_out, out.dtype)
     has_bias, has_residual = bias.size > 0, residual.size > 0
     for n in range(batch):
         for m in range(channels_out):

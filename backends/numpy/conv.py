@@ -754,7 +754,20 @@ class _CompiledDepthwisePlan:
         self.low, self.high = (dtype.type(alpha), dtype.type(beta)) if kind == "clip" else (dtype.type(0),) * 2
         self.kind = None if kind in compiled.ACTIVATIONS else epilogue(kind, alpha, beta, dtype)
         self.no_bias, self.no_residual = np.empty(0, dtype), np.empty((0, 0, 0, 0), dtype)
-        self.loop = compiled.depthwise_kernel()
+        # The loop for the output plane's size, and its work buffers, made here: a run allocates nothing.
+        loops = compiled.loops()
+        x_shape = (step.input_specs[0].shape[:2] + _as_2d(step.input_specs[0].shape[2:], 1))
+        out_shape = (step.output_specs[0].shape[:2] + _as_2d(step.output_specs[0].shape[2:], 1))
+        kernel = _as_2d(step.input_specs[1].shape[2:], 1)
+        channels_out = out_shape[1]
+        if out_shape[2] * out_shape[3] <= loops.CHANNELS_INNER_PIXELS:
+            self.loop = loops.depthwise_channels_inner
+            self.buffers = (np.empty((*x_shape[2:], channels_out), dtype), np.empty((*kernel, channels_out), dtype),
+                            np.empty(channels_out, dtype))
+        else:
+            self.loop = loops.depthwise_phases
+            _, cells_w, size = loops.phase_grid(x_shape, out_shape, kernel, self.strides, self.dilations, self.pads)
+            self.buffers = (np.zeros(size, dtype), np.empty(out_shape[2] * cells_w, dtype))
 
     @staticmethod
     def fits(step, group: int) -> bool:
@@ -770,7 +783,8 @@ class _CompiledDepthwisePlan:
             x, w, out = x[:, :, None], w[:, :, None], out[:, :, None]
             residual = None if residual is None else residual[:, :, None]
         self.loop(x, w, self.no_bias if b is None else b, self.no_residual if residual is None else residual, out,
-                  self.strides, self.dilations, self.pads, self.multiplier, self.activation, self.low, self.high)
+                  self.strides, self.dilations, self.pads, self.multiplier, self.activation, self.low, self.high,
+                  *self.buffers)
         if self.kind is not None:
             self.kind(out, out)
 
