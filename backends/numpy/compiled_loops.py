@@ -42,6 +42,15 @@ def phase_grid(x_shape, out_shape, kernel, strides, dilations, pads):
     return cells_h, cells_w, size
 
 
+@numba.njit(cache=True, inline="always")
+def tap_offset(ky, kx, strides, dilations, grid, cells_w):
+    """Where tap (ky, kx)'s reads start in depthwise_phases's phases buffer."""
+    down, right = ky * dilations[0], kx * dilations[1]
+    stride_h, stride_w = strides[0], strides[1]
+    return ((down % stride_h) * stride_w + right % stride_w) * grid + (down // stride_h) * cells_w \
+        + right // stride_w
+
+
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise_phases(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low, high,
                      phases, sums):
@@ -53,18 +62,30 @@ def depthwise_phases(x, w, bias, residual, out, strides, dilations, pads, multip
     padded elements at (a + stride_h * i, b + stride_w * j); one phase at stride 1), where every tap
     reads one phase with stride 1. The sums run over the output as rows of the phase grid's width,
     so each tap is one long vectorized multiply-add; the columns past the output's are dropped.
+    3x3 kernels sum their nine taps in one pass over the sums, which reads and writes them once
+    instead of nine times (a channel took x0.63-0.94 of the time of tap-by-tap passes here).
     phases and sums: buffers of phase_grid's sizes, phases zeroed once (the scatter writes the
     same interior cells on every call, so the padding stays zero)."""
     batch, channels_out, out_h, out_w = out.shape
     height, width = x.shape[2], x.shape[3]
     kernel_h, kernel_w = w.shape[2], w.shape[3]
     stride_h, stride_w = strides[0], strides[1]
-    dilation_h, dilation_w = dilations[0], dilations[1]
     pad_top, pad_left = pads[0], pads[1]
     cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel_h, kernel_w), strides, dilations, pads)
     grid = cells_h * cells_w
     sums_size = out_h * cells_w
     has_bias, has_residual = bias.size > 0, residual.size > 0
+    three_by_three = kernel_h == 3 and kernel_w == 3
+    # The 3x3 taps' offsets (computed for any kernel, used for 3x3 only).
+    b0 = tap_offset(0, 0, strides, dilations, grid, cells_w)
+    b1 = tap_offset(0, 1, strides, dilations, grid, cells_w)
+    b2 = tap_offset(0, 2, strides, dilations, grid, cells_w)
+    b3 = tap_offset(1, 0, strides, dilations, grid, cells_w)
+    b4 = tap_offset(1, 1, strides, dilations, grid, cells_w)
+    b5 = tap_offset(1, 2, strides, dilations, grid, cells_w)
+    b6 = tap_offset(2, 0, strides, dilations, grid, cells_w)
+    b7 = tap_offset(2, 1, strides, dilations, grid, cells_w)
+    b8 = tap_offset(2, 2, strides, dilations, grid, cells_w)
     for n in range(batch):
         for m in range(channels_out):
             source = x[n, m // multiplier]
@@ -83,26 +104,35 @@ def depthwise_phases(x, w, bias, residual, out, strides, dilations, pads, multip
                         for j in range(first, end):
                             phases[index(cell + j)] = line[index(j * stride_w + b - pad_left)]
             start = bias[m] if has_bias else 0.0
-            for p in range(sums_size):
-                sums[index(p)] = start
-            for ky in range(kernel_h):
-                down = ky * dilation_h
-                for kx in range(kernel_w):
-                    right = kx * dilation_w
-                    base = ((down % stride_h) * stride_w + right % stride_w) * grid \
-                        + (down // stride_h) * cells_w + right // stride_w
-                    weight = w[m, 0, ky, kx]
-                    for p in range(sums_size):
-                        sums[index(p)] += weight * phases[index(base + p)]
+            if three_by_three:
+                taps = w[m, 0]
+                w0, w1, w2 = taps[0, 0], taps[0, 1], taps[0, 2]
+                w3, w4, w5 = taps[1, 0], taps[1, 1], taps[1, 2]
+                w6, w7, w8 = taps[2, 0], taps[2, 1], taps[2, 2]
+                for p in range(sums_size):
+                    sums[index(p)] = start \
+                        + (w0 * phases[index(b0 + p)] + w1 * phases[index(b1 + p)] + w2 * phases[index(b2 + p)]) \
+                        + (w3 * phases[index(b3 + p)] + w4 * phases[index(b4 + p)] + w5 * phases[index(b5 + p)]) \
+                        + (w6 * phases[index(b6 + p)] + w7 * phases[index(b7 + p)] + w8 * phases[index(b8 + p)])
+            else:
+                for p in range(sums_size):
+                    sums[index(p)] = start
+                for ky in range(kernel_h):
+                    for kx in range(kernel_w):
+                        base = tap_offset(ky, kx, strides, dilations, grid, cells_w)
+                        weight = w[m, 0, ky, kx]
+                        for p in range(sums_size):
+                            sums[index(p)] += weight * phases[index(base + p)]
             for oy in range(out_h):
                 target = out[n, m, oy]
                 at = oy * cells_w
-                for ox in range(out_w):
-                    target[index(ox)] = sums[index(at + ox)]
                 if has_residual:
                     extra = residual[n, m, oy]
                     for ox in range(out_w):
-                        target[index(ox)] += extra[index(ox)]
+                        target[index(ox)] = sums[index(at + ox)] + extra[index(ox)]
+                else:
+                    for ox in range(out_w):
+                        target[index(ox)] = sums[index(at + ox)]
                 activate(target, activation, low, high)
 
 

@@ -60,6 +60,7 @@ CASES = [  # x shape, w shape, Conv attributes
     ((1, 3, 9, 8), (6, 1, 3, 3), {"strides": [2, 2], "pads": [0, 1, 1, 0]}),  # multiplier 2
     ((1, 7, 10, 11), (7, 1, 5, 3), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
     ((3, 2, 5, 4), (2, 1, 3, 3), {"pads": [3, 3, 3, 3]}),  # padding past the kernel: zero rows
+    ((1, 6, 13, 12), (6, 1, 3, 3), {"strides": [3, 2], "dilations": [2, 3], "pads": [2, 3, 1, 2]}),  # 3x3, dilated
     ((1, 9, 8, 8), (9, 1, 1, 1), {}),
     ((2, 4, 13), (8, 1, 3), {"strides": [2], "pads": [2, 1], "dilations": [2]}),  # 1-D, multiplier 2
     ((1, 144, 8, 8), (144, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # a MobileNetV2 stage
