@@ -6,9 +6,9 @@ its numpy plans, which the loops are tested against.
 
 Measured (docs/performance.md, "Compiled depthwise convolutions" and the section after it): a
 3x3 depthwise + Clip in x0.44-0.67 of the numpy plan's time at MobileNetV2's shapes, then its
-nine taps in one pass x0.63-0.94 of that; the compiled Clip x0.45-0.6 of ndarray.clip's. The first call of each dtype compiles
-(about 2 s); numba caches the machine code on disk, so later processes load it (about 0.3 s with
-numba's import).
+nine taps in one pass x0.63-0.94 of that; the compiled Clip x0.45-0.6 of ndarray.clip's. The
+first call of each dtype compiles (about 2 s); numba caches the machine code on disk, so later
+processes load it (about 0.3 s with numba's import).
 """
 from __future__ import annotations
 

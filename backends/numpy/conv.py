@@ -787,7 +787,7 @@ class _CompiledDepthwisePlan:
                 and np.dtype(step.input_specs[0].dtype) in (np.float32, np.float64))
 
     def describe(self) -> str:
-        return "depthwise, compiled loop"
+        return f"depthwise, compiled loop ({self.loop.__name__})"
 
     def run(self, ex, x, w, b, residual, out) -> None:
         if self.rank == 1:  # (N, C, L) as (N, C, 1, L)

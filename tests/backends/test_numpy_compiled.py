@@ -61,6 +61,7 @@ CASES = [  # x shape, w shape, Conv attributes
     ((1, 7, 10, 11), (7, 1, 5, 3), {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 1, 1, 0]}),
     ((3, 2, 5, 4), (2, 1, 3, 3), {"pads": [3, 3, 3, 3]}),  # padding past the kernel: zero rows
     ((1, 6, 13, 12), (6, 1, 3, 3), {"strides": [3, 2], "dilations": [2, 3], "pads": [2, 3, 1, 2]}),  # 3x3, dilated
+    ((2, 4, 7, 9), (4, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # stride 2, even left pad, odd width
     ((1, 9, 8, 8), (9, 1, 1, 1), {}),
     ((2, 4, 13), (8, 1, 3), {"strides": [2], "pads": [2, 1], "dilations": [2]}),  # 1-D, multiplier 2
     ((1, 144, 8, 8), (144, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # a MobileNetV2 stage
@@ -70,13 +71,16 @@ CASES = [  # x shape, w shape, Conv attributes
 @numba_missing
 @pytest.mark.parametrize("x_shape, w_shape, attrs", CASES)
 @pytest.mark.parametrize("activation", [None, "Relu", "Clip", "Sigmoid"])
-def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, attrs, activation,
+@pytest.mark.parametrize("loop", ["depthwise_phases", "depthwise_channels_inner"])
+def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, attrs, activation, loop,
                                                                    monkeypatch):
+    """Both loops on every case: the plane size that picks one is moved past the case's."""
+    monkeypatch.setattr(compiled.loops(), "CHANNELS_INNER_PIXELS", 0 if loop == "depthwise_phases" else 10**9)
     model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu")
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    assert variants == ["depthwise, compiled loop"]
+    assert variants == [f"depthwise, compiled loop ({loop})"]
     plan, plan_variants = run_numpy(model, feeds, monkeypatch, compiled_loop=False)
     assert plan_variants != variants
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -94,7 +98,7 @@ def test_compiled_depthwise_residual_float64_and_nan(monkeypatch):
     feeds = {"x": x, "r": rng.standard_normal((2, 3, 6, 5))}
     want = ReferenceEvaluator(model).run(None, feeds)[0]  # onnxruntime has no float64 Conv
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    assert variants == ["depthwise, compiled loop"] and got.dtype == np.float64
+    assert variants[0].startswith("depthwise, compiled loop") and got.dtype == np.float64
     [conv] = [step for segment in wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).session.segments
               for step, _ in segment.steps]
     assert conv.inputs[3] == "r" and conv.attrs["activation"] == "clip"  # one step: residual and Clip inside

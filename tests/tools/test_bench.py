@@ -51,7 +51,7 @@ def test_numpy_per_op_names_each_steps_path(compiled_loops):
     # (the pointwise products go in bands of columns where numpy's BLAS has a small-product kernel)
     assert all(re.fullmatch(r"dw: .*; pw: matmul(, \d+ bands)?; ex: matmul(, \d+ bands)?", k) for k in blocks)
     if compiled_loops == "1" and compiled._numba() is not None:
-        assert all(k.startswith("dw: depthwise, compiled loop;") for k in blocks)
+        assert all(k.startswith("dw: depthwise, compiled loop (depthwise_") for k in blocks)
         assert result["numpy_compiled"] == f"numba {compiled._numba().__version__}"
     else:
         assert any("dw: depthwise " in k and "ch, 4 phases" in k for k in blocks)
