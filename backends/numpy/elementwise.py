@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from . import compiled
 from .kernel import numpy_kernel
 
 # erf by table and a second-order Taylor step: erf is tabulated with its first two derivatives
@@ -144,6 +145,10 @@ def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     float64 chunk by chunk (as erf), rounded once."""
     v = np.asarray(x)
     if v.dtype == np.float32 and v.ndim and (out is None or (out.dtype == np.float32 and out.flags.c_contiguous)):
+        if compiled.enabled() and v.flags.c_contiguous:  # one compiled pass, the same floats: x0.1-0.5 of the time
+            target = np.empty_like(v) if out is None else out
+            compiled.loops().gelu_table(v.reshape(-1), target.reshape(-1), *_phi_tables())
+            return target
         with np.errstate(invalid="ignore"):  # NaN to an index; -inf * 0
             return _gelu_float32(v, np.empty_like(v) if out is None else out)
     return _chunked(x, _gelu_chunk, out)

@@ -1,8 +1,9 @@
-"""The numpy backend's compiled depthwise loop (backends/numpy/compiled.py) against onnxruntime and
-against the numpy plan it stands in for (WGNN_NUMPY_COMPILED=0), on the edges: channels not a
-multiple of 4, batch > 1, channel multipliers, strides, dilations, asymmetric and large padding,
-1-D convs, every fused activation, a residual, float64, NaN. numba is a test dependency; where it
-is missing, only the numpy plans' checks run."""
+"""The numpy backend's compiled loops (backends/numpy/compiled.py) against onnxruntime, float64
+arithmetic and the numpy code they stand in for (WGNN_NUMPY_COMPILED=0). Depthwise convs on the
+edges: channels not a multiple of 4, batch > 1, channel multipliers, strides, dilations, asymmetric
+and large padding, 1-D convs, every fused activation, a residual, float64, NaN, through both loops.
+The Relu / Clip epilogue and float32 GELU bit for bit against numpy, LayerNorm on rows far from
+zero. numba is a test dependency; where it is missing, only the numpy plans' checks run."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -166,3 +167,69 @@ def test_compiled_conv_epilogue_matches_numpy_clip(kind, alpha, beta, dtype, mon
     assert apply.__name__ == "compiled_epilogue"
     monkeypatch.setenv(compiled.COMPILED_ENV, "0")
     assert epilogue(kind, alpha, beta, np.dtype(dtype)).__name__ == "<lambda>"
+
+
+@numba_missing
+def test_compiled_gelu_gives_the_numpy_tables_floats(monkeypatch):
+    """float32 GELU's compiled loop and its numpy form interpolate the same table in the same
+    order: the same floats, NaN, infinities, the table's ends and past them included, in place too."""
+    from wgnn.backends.numpy.elementwise import _gelu
+
+    x = np.concatenate([rng.standard_normal(3000) * 4, np.linspace(-9, 9, 4001),
+                        [np.nan, np.inf, -np.inf, 0.0, -0.0, 8, -8, 1e30, -1e30]]).astype(np.float32)
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
+    want = _gelu(x)
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    np.testing.assert_array_equal(_gelu(x), want)
+    in_place = x.copy()
+    assert _gelu(in_place, out=in_place) is in_place
+    np.testing.assert_array_equal(in_place, want)
+    assert np.isnan(want[-9]) and want[-8] == np.inf and np.isnan(want[-7])  # NaN, inf, -inf
+
+
+def layer_norm_model(shape, axis, scale_shape, bias_shape, outputs):
+    inits = [numpy_helper.from_array((3 + rng.standard_normal(scale_shape) * 0.1).astype(np.float32), "s")]
+    inputs = ["x", "s"]
+    if bias_shape is not None:
+        inits.append(numpy_helper.from_array(rng.standard_normal(bias_shape).astype(np.float32), "b"))
+        inputs.append("b")
+    names = ["y", "mean", "inv_std"][:outputs]
+    node = helper.make_node("LayerNormalization", inputs, names, axis=axis, epsilon=1e-3)
+    graph = helper.make_graph([node], "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in names], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@numba_missing
+@pytest.mark.parametrize("shape, axis, scale_shape, bias_shape, outputs, compiled_rows", [
+    ((2, 3, 33), -1, (33,), (33,), 3, True),  # batch, an odd row
+    ((3, 5, 7), 1, (5, 7), None, 3, True),  # rows over two axes, no bias
+    ((1, 1, 32), -1, (32,), (32,), 1, True),  # one token
+    ((4, 6, 5), 1, (1, 5), (6, 5), 3, False),  # a scale broadcast within the row: the numpy path
+])
+def test_compiled_layer_norm_against_float64_and_the_numpy_path(shape, axis, scale_shape, bias_shape, outputs,
+                                                                compiled_rows, monkeypatch):
+    """Rows far from zero (50 +- 0.1, where a float32 mean alone is off by 6e-5 of a unit after
+    the scale), every output, against float64 arithmetic and the numpy path."""
+    from wgnn.backends.numpy import norm
+
+    model = layer_norm_model(shape, axis, scale_shape, bias_shape, outputs)
+    x = (rng.standard_normal(shape) * 0.1 + 50).astype(np.float32)
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    axes = tuple(range(axis % len(shape), len(shape)))
+    mean = x.astype(np.float64).mean(axis=axes, keepdims=True)
+    inv_std = 1 / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + 1e-3)
+    want = [(x - mean) * inv_std * inits["s"] + inits.get("b", 0), mean, inv_std][:outputs]
+    results = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv(compiled.COMPILED_ENV, setting)
+        results[setting] = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, {"x": x})
+    x2 = x.reshape(int(np.prod(shape[:axis % len(shape)])), -1)
+    scale = numpy_helper.to_array(model.graph.initializer[0])
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    assert norm._compiled_rows(x2, np.empty_like(x2), scale, None, x2.shape[0]) == compiled_rows
+    for got, plan, expected in zip(results["1"], results["0"], want, strict=True):
+        np.testing.assert_allclose(got, expected.reshape(got.shape), rtol=2e-6, atol=2e-6)
+        np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
