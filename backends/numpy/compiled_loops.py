@@ -254,3 +254,37 @@ def gelu_table(x, out, grid, value, slope):
         d = np.float32(0) if d < 0 else d
         d = step if d > step else d
         out[index(i)] = (slope[row] * d + value[row]) * v
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def attention_rows(q, k, v, mask, alpha, beta, scores, y):
+    """y[b, h] = softmax(alpha * q[b, h] @ k[b, h] + beta * mask[b, h]) @ v[b, h], row by row, for
+    q (B, H, Sq, D), k (B, H, D, Sk), v (B, H, Sk, Dv), mask broadcast to (B, H, Sq, Sk) or of size 0
+    (none); scores: a work row of Sk. Sums and the softmax in float64. A NaN score makes its row
+    NaN and a row masked to -inf throughout is NaN, as numpy's max, exp and sum give."""
+    batch, heads, rows, depth = q.shape
+    keys, width = k.shape[3], v.shape[3]
+    has_mask = mask.size > 0
+    for b in range(batch):
+        for h in range(heads):
+            for i in range(rows):
+                top = -np.inf
+                for j in range(keys):
+                    total = 0.0
+                    for d in range(depth):
+                        total += np.float64(q[b, h, i, d]) * k[b, h, d, j]
+                    total *= alpha
+                    if has_mask:
+                        total += beta * mask[b, h, i, j]
+                    scores[j] = total
+                    if total > top or total != total:  # NaN stays the maximum
+                        top = total
+                total = 0.0
+                for j in range(keys):
+                    scores[j] = np.exp(scores[j] - top)
+                    total += scores[j]
+                for c in range(width):
+                    value = 0.0
+                    for j in range(keys):
+                        value += scores[j] * v[b, h, j, c]
+                    y[b, h, i, c] = value / total

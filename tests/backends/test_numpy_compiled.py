@@ -233,3 +233,44 @@ def test_compiled_layer_norm_against_float64_and_the_numpy_path(shape, axis, sca
     for got, plan, expected in zip(results["1"], results["0"], want, strict=True):
         np.testing.assert_allclose(got, expected.reshape(got.shape), rtol=2e-6, atol=2e-6)
         np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+def test_compiled_attention_against_onnxruntime_and_the_numpy_path(monkeypatch):
+    """Attention (fused from MatMul -> Div -> Add -> Softmax -> MatMul) with a broadcast mask
+    holding a row masked to -inf throughout and a NaN query: the compiled loop below
+    SMALL_ATTENTION, numpy's products past it and without numba, alike; NaN where numpy has it."""
+    from wgnn.backends.numpy import attention
+
+    shapes = {"q": (2, 3, 5, 8), "k": (2, 3, 8, 6), "v": (2, 3, 6, 7), "mask": (2, 1, 5, 6)}
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Div", ["s", "scale"], ["scaled"]),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "attention",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.float32(np.sqrt(8)), "scale")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    assert [n.op_type for n in wgnn.convert(model).graph.nodes] == ["Attention"]
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    feeds["mask"][1, 0, 2] = -np.inf  # every key of batch 1's query 2 masked: NaN in all heads
+    feeds["q"][0, 1, 3, 4] = np.nan
+    loops, calls = compiled.loops(), []
+    rows = loops.attention_rows
+    monkeypatch.setattr(loops, "attention_rows", lambda *args: calls.append(1) or rows(*args))
+    runs = {}
+    for name, setting, limit in (("compiled", "1", attention.SMALL_ATTENTION), ("past the limit", "1", 0),
+                                 ("numpy", "0", attention.SMALL_ATTENTION)):
+        monkeypatch.setenv(compiled.COMPILED_ENV, setting)
+        monkeypatch.setattr(attention, "SMALL_ATTENTION", limit)
+        session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+        runs[name] = session.run(None, feeds)[0]
+        assert len(calls) == 1, name  # the compiled run only
+    masked = np.zeros(want.shape, bool)
+    masked[1, :, 2], masked[0, 1, 3] = True, True
+    for name, got in runs.items():
+        assert np.array_equal(np.isnan(got), masked), name
+        np.testing.assert_allclose(got[~masked], want[~masked], rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(runs["compiled"][~masked], runs["numpy"][~masked], rtol=1e-5, atol=1e-6)
