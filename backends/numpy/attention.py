@@ -25,43 +25,54 @@ def operand(x: np.ndarray, perm: list[int], trans: int) -> np.ndarray:
     return np.swapaxes(x, -1, -2) if trans else x
 
 
-def _compiled_operands(q, k, v, mask):
-    """(q, k, v, mask) as compiled_loops.attention_rows takes them, 4-D with one batch shape, the
-    mask broadcast to the scores' shape (size 0: none); None where it does not run: numba missing
-    or off, not float32 / float64 throughout, batch shapes that broadcast, more than 4 axes, or
-    work past SMALL_ATTENTION (there the products' BLAS and numpy's vectorized exp are faster)."""
+def _fits_compiled(q, k, v, mask) -> bool:
+    """Whether compiled_loops.attention_rows takes these operands (arrays or views of their shapes):
+    numba installed and on, float32 / float64 throughout, one batch shape, at most 4 axes, a mask
+    that broadcasts to the scores, and work up to SMALL_ATTENTION (past it the products' BLAS and
+    numpy's vectorized exp are faster)."""
     dtype = q.dtype
     if (q.ndim != k.ndim or q.ndim != v.ndim or not 2 <= q.ndim <= 4 or dtype not in (np.float32, np.float64)
-            or k.dtype != dtype or v.dtype != dtype or (mask is not None and mask.dtype != dtype)
-            or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        return None
+            or k.dtype != dtype or v.dtype != dtype or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        return False
     scores_shape = (*q.shape[:-1], k.shape[-1])
-    if math.prod(scores_shape) * (q.shape[-1] + v.shape[-1]) > SMALL_ATTENTION or not compiled.enabled():
-        return None
-    lead = (None,) * (4 - q.ndim)
-    if mask is None:
-        mask = np.empty((0, 0, 0, 0), dtype)
-    else:
-        try:
-            mask = np.broadcast_to(mask, scores_shape)[lead]
-        except ValueError:
-            return None
-    return q[lead], k[lead], v[lead], mask
+    if mask is not None and (mask.dtype != dtype or mask.ndim > q.ndim or any(
+            m not in (1, s) for m, s in zip(mask.shape[::-1], scores_shape[::-1], strict=False))):
+        return False
+    return math.prod(scores_shape) * (q.shape[-1] + v.shape[-1]) <= SMALL_ATTENTION and compiled.enabled()
 
 
-@numpy_kernel("Attention")
-def attention(ex, q, k, v, mask=None):
+def _prepare(ex) -> None:
+    """At resize: whether the compiled loop runs, and the views it needs (leading axes of 1 up to
+    4-D, the output in the product's axis order), so that a run only takes views."""
     attrs = ex.attrs
+    specs = [spec for spec in ex.step.input_specs if spec is not None]
+    q, k, v, *mask = [np.broadcast_to(np.empty((), spec.dtype), spec.shape) for spec in specs]  # no memory
+    q, k = operand(q, attrs["perm_q"], attrs["trans_q"]), operand(k, attrs["perm_k"], attrs["trans_k"])
+    v, mask = operand(v, attrs["perm_v"], attrs["trans_v"]), (mask or [None])[0]
+    if not _fits_compiled(q, k, v, mask):
+        ex.state["compiled"] = None
+        return
+    inverse = tuple(int(axis) for axis in np.argsort(attrs["perm_y"])) if attrs["perm_y"] else None
+    ex.state["compiled"] = ((None,) * (4 - q.ndim), None if mask is None else (None,) * (4 - mask.ndim), inverse,
+                            np.empty((0, 0, 0, 0), q.dtype), np.empty(k.shape[-1]))
+
+
+@numpy_kernel("Attention", writes_outputs=True, prepare=_prepare)
+def attention(ex, inputs, outputs):
+    if "compiled" not in ex.state:  # run without prepare (a direct call)
+        _prepare(ex)
+    attrs = ex.attrs
+    q, k, v, mask = (list(inputs) + [None])[:4]
     q, k = operand(q, attrs["perm_q"], attrs["trans_q"]), operand(k, attrs["perm_k"], attrs["trans_k"])
     v = operand(v, attrs["perm_v"], attrs["trans_v"])
-    operands = _compiled_operands(q, k, v, mask)
-    if operands is not None:
-        q4, k4, v4, mask4 = operands
-        y4 = np.empty((*q4.shape[:-1], v4.shape[-1]), q.dtype)
-        compiled.loops().attention_rows(q4, k4, v4, mask4, attrs["alpha"], attrs["beta"],
-                                        np.empty(k4.shape[-1], np.float64), y4)
-        y = y4.reshape(y4.shape[4 - q.ndim:])
-        return np.transpose(y, attrs["perm_y"]) if attrs["perm_y"] else y
+    out = outputs[0]
+    if ex.state["compiled"] is not None:
+        lead, mask_lead, inverse, no_mask, scores = ex.state["compiled"]
+        # Written through a view of the output in the product's axis order: no copy afterwards.
+        product = out if inverse is None else out.transpose(inverse)
+        compiled.loops().attention_rows(q[lead], k[lead], v[lead], no_mask if mask is None else mask[mask_lead],
+                                        attrs["alpha"], attrs["beta"], scores, product[lead])
+        return
     scores = np.matmul(q, k)
     if attrs["alpha"] != 1.0:
         scores *= scores.dtype.type(attrs["alpha"])
@@ -70,4 +81,4 @@ def attention(ex, q, k, v, mask=None):
     with np.errstate(over="ignore", under="ignore"):
         probs = apply_softmax("softmax", scores, -1, out=scores)  # in place: scores is this call's own
     y = np.matmul(probs, v)
-    return np.transpose(y, attrs["perm_y"]) if attrs["perm_y"] else y
+    np.copyto(out, np.transpose(y, attrs["perm_y"]) if attrs["perm_y"] else y, casting="unsafe")

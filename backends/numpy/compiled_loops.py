@@ -259,15 +259,19 @@ def gelu_table(x, out, grid, value, slope):
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def attention_rows(q, k, v, mask, alpha, beta, scores, y):
     """y[b, h] = softmax(alpha * q[b, h] @ k[b, h] + beta * mask[b, h]) @ v[b, h], row by row, for
-    q (B, H, Sq, D), k (B, H, D, Sk), v (B, H, Sk, Dv), mask broadcast to (B, H, Sq, Sk) or of size 0
-    (none); scores: a work row of Sk. Sums and the softmax in float64. A NaN score makes its row
-    NaN and a row masked to -inf throughout is NaN, as numpy's max, exp and sum give."""
+    q (B, H, Sq, D), k (B, H, D, Sk), v (B, H, Sk, Dv), a 4-D mask that broadcasts to (B, H, Sq, Sk)
+    or of size 0 (none); scores: a float64 work row of Sk. Sums and the softmax in float64. A NaN
+    score makes its row NaN and a row masked to -inf throughout is NaN, as numpy's max, exp and sum
+    give."""
     batch, heads, rows, depth = q.shape
     keys, width = k.shape[3], v.shape[3]
     has_mask = mask.size > 0
+    mask_batch, mask_heads, mask_rows, mask_keys = mask.shape
     for b in range(batch):
         for h in range(heads):
+            mask_b, mask_h = (b if mask_batch > 1 else 0), (h if mask_heads > 1 else 0)
             for i in range(rows):
+                mask_i = i if mask_rows > 1 else 0
                 top = -np.inf
                 for j in range(keys):
                     total = 0.0
@@ -275,7 +279,7 @@ def attention_rows(q, k, v, mask, alpha, beta, scores, y):
                         total += np.float64(q[b, h, i, d]) * k[b, h, d, j]
                     total *= alpha
                     if has_mask:
-                        total += beta * mask[b, h, i, j]
+                        total += beta * mask[mask_b, mask_h, mask_i, j if mask_keys > 1 else 0]
                     scores[j] = total
                     if total > top or total != total:  # NaN stays the maximum
                         top = total

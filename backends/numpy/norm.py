@@ -95,8 +95,26 @@ def instance_norm(ex, inputs, outputs):
 _row_dot = getattr(np, "vecdot", None) or (lambda a, b, out=None: np.einsum("ij,ij->i", a, b, out=out))
 
 
-@numpy_kernel("LayerNorm", writes_outputs=True)
+def _compiled_rows(x, y, scale, bias, axis: int) -> bool:
+    """Whether LayerNorm runs as compiled_loops.layer_norm_rows (backends/numpy/compiled.py), from
+    shapes and dtypes (tensor specs at resize, or arrays): float32 throughout, a scale and bias of a
+    row's size each (not broadcast within a row); zoo bert's LayerNorm at one token x0.3 of the
+    numpy calls' time."""
+    width = math.prod(x.shape[axis % len(x.shape):])
+    return (width > 0 and all(np.dtype(t.dtype) == np.float32 for t in (x, y, scale, bias) if t is not None)
+            and all(math.prod(t.shape) == width for t in (scale, bias) if t is not None) and compiled.enabled())
+
+
+def _prepare_layer_norm(ex) -> None:
+    specs = list(ex.step.input_specs) + [None] * 3
+    ex.state["compiled_rows"] = _compiled_rows(specs[0], ex.step.output_specs[0], specs[1], specs[2],
+                                               ex.attrs["axis"])
+
+
+@numpy_kernel("LayerNorm", writes_outputs=True, prepare=_prepare_layer_norm)
 def layer_norm(ex, inputs, outputs):
+    if "compiled_rows" not in ex.state:  # run without prepare (a direct call)
+        _prepare_layer_norm(ex)
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     y = outputs[0]
@@ -119,7 +137,7 @@ def layer_norm(ex, inputs, outputs):
     stats = (rows, 1)
     mean = outputs[1].reshape(stats) if len(outputs) > 1 else np.empty(stats, work)
     inv_std = outputs[2].reshape(stats) if len(outputs) > 2 else np.empty(stats, work)
-    if _compiled_rows(x, y, scale, bias, rows):
+    if ex.state["compiled_rows"] and x.flags.c_contiguous and y.flags.c_contiguous:
         no_bias = scale[:0].reshape(0)
         compiled.loops().layer_norm_rows(x.reshape(rows, -1), y2, scale.reshape(-1),
                                          no_bias if bias is None else bias.reshape(-1), mean[:, 0], inv_std[:, 0],
@@ -130,16 +148,6 @@ def layer_norm(ex, inputs, outputs):
     y *= scale
     if bias is not None:
         y += bias
-
-
-def _compiled_rows(x: np.ndarray, y: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, rows: int) -> bool:
-    """Whether LayerNorm runs as compiled_loops.layer_norm_rows (backends/numpy/compiled.py): float32
-    throughout, contiguous, a scale and bias of a row's size each (not broadcast within a row);
-    zoo bert's LayerNorm at one token x0.3 of the numpy calls' time."""
-    width = x.size // rows if rows else 0
-    return (x.dtype == np.float32 and y.dtype == np.float32 and width > 0 and x.flags.c_contiguous
-            and y.flags.c_contiguous and scale.size == width and scale.dtype == np.float32
-            and (bias is None or (bias.size == width and bias.dtype == np.float32)) and compiled.enabled())
 
 
 def _centre_rows(x2: np.ndarray, y2: np.ndarray, mean: np.ndarray, inv_std: np.ndarray, epsilon: float) -> None:
