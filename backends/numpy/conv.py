@@ -193,15 +193,22 @@ def _conv_geometry(ex) -> tuple[list[int], list[int], list[int], list[int]]:
     return strides, dilations, begin, end
 
 
-def epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype):
+# Results of at least this many elements take the compiled Relu / Clip: below it the gain is a
+# microsecond a call (96 x 8 x 8: 2.0 -> 1.1 us), not worth importing numba for (about 0.3 s in a
+# process's first run) where nothing else compiled runs.
+COMPILED_EPILOGUE_SIZE = 65536
+
+
+def epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype, size: int = 0):
     """fn(src, out): the fused activation of src written to out (src may be out). Relu and Clip,
     the ones the converter fuses most, are one ndarray.clip call: its two-sided loop is several
     times faster than np.maximum on large arrays (numpy 2.x), and it propagates NaN as Relu does;
-    where the compiled loops run, in place on a contiguous result they are compiled_loops.activate."""
+    where the compiled loops run, in place on a contiguous result of `size` COMPILED_EPILOGUE_SIZE
+    or more elements they are compiled_loops.activate."""
     if kind in ("relu", "clip"):
         low, high = (0.0, math.inf) if kind == "relu" else (alpha, beta)
         low, high = dtype.type(low), dtype.type(high)
-        if compiled.enabled() and dtype in (np.float32, np.float64):
+        if size >= COMPILED_EPILOGUE_SIZE and compiled.enabled() and dtype in (np.float32, np.float64):
             # In place on a contiguous result, the compiled loop takes x0.45-0.6 of clip's time.
             activate, code = compiled.loops().activate, compiled.ACTIVATIONS[kind]
 
@@ -279,7 +286,7 @@ class _ConvPlan:
         values = list(step.input_values or [])
         values += [None] * (3 - len(values))
         self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
-                              dtype)
+                              dtype, math.prod(step.output_specs[0].shape))
         self.pointwise = all(k == 1 for k in kernel) and not any(s != 1 for s in strides) \
             and not any(begin) and not any(end)
         # A plain matmul of the whole output where there is one (batch, group) pair: numpy's
@@ -618,7 +625,7 @@ class _DepthwisePlan:
         self.mg = m // c
         self.bias = len(step.input_specs) > 2 and step.input_specs[2] is not None
         self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
-                              dtype)
+                              dtype, math.prod(step.output_specs[0].shape))
         padded = (height + begin[0] + end[0], width + begin[1] + end[1])
         cells = [-(-p // s) for p, s in zip(padded, strides)]
         grid = cells[0] * cells[1]
@@ -938,7 +945,7 @@ class _ConvTransposePlan:
         self.tiles = all(k == s and d == 1 for k, s, d in zip(kernel, strides, dilations, strict=True))
         self.bias_shape = (-1,) + (1,) * len(out)
         self.kind = epilogue(ex.attrs["activation"], ex.attrs["activation_alpha"], ex.attrs["activation_beta"],
-                              dtype)
+                              dtype, math.prod(step.output_specs[0].shape))
         self.sizes = (math.prod(self.buffer_shape), math.prod(self.cols_shape))
         memory = _memory(ex, self)
         if memory is not None:

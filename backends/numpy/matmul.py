@@ -10,6 +10,8 @@ numpy's BLAS runs such pieces faster (blas.small_product_columns). Shape inferen
 the bias broadcasts onto Y without enlarging it and that the residual has Y's shape."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .blas import matmul_in_bands, small_product_columns
@@ -29,7 +31,7 @@ def _prepare(ex) -> None:
     # Relu / Clip as one in-place clip (conv.epilogue); other activations through unary_into.
     in_place = kind in ("relu", "clip") and np.dtype(out.dtype).kind == "f"
     ex.state["epilogue"] = epilogue(kind, attrs["activation_alpha"], attrs["activation_beta"],
-                                    np.dtype(out.dtype)) if in_place else None
+                                    np.dtype(out.dtype), math.prod(out.shape)) if in_place else None
 
 
 def _column_bands(ex) -> list[slice]:

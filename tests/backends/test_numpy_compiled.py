@@ -147,17 +147,18 @@ def test_numpy_plans_without_compiled_loops(monkeypatch):
 @pytest.mark.parametrize("kind, alpha, beta", [("relu", 0.0, 0.0), ("clip", -0.5, 1.5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_conv_epilogue_matches_numpy_clip(kind, alpha, beta, dtype, monkeypatch):
-    """The conv / matmul epilogue's compiled Relu and Clip (in place on a contiguous result) give
-    numpy's clip bit for bit, NaN and infinities included; a strided source (a cropped result)
-    takes numpy's clip."""
-    from wgnn.backends.numpy.conv import epilogue
+    """The conv / matmul epilogue's compiled Relu and Clip (in place on a contiguous result, for
+    results of COMPILED_EPILOGUE_SIZE elements or more) give numpy's clip bit for bit, NaN and
+    infinities included; a strided source (a cropped result) takes numpy's clip."""
+    from wgnn.backends.numpy.conv import COMPILED_EPILOGUE_SIZE, epilogue
 
     values = rng.standard_normal((2, 5, 7, 9)).astype(dtype) * 3
     values[0, 1, 2, :3] = [np.nan, np.inf, -np.inf]
     low, high = (0.0, np.inf) if kind == "relu" else (alpha, beta)
     want = np.clip(values, dtype(low), dtype(high))
     monkeypatch.setenv(compiled.COMPILED_ENV, "1")
-    apply = epilogue(kind, alpha, beta, np.dtype(dtype))
+    apply = epilogue(kind, alpha, beta, np.dtype(dtype), COMPILED_EPILOGUE_SIZE)
+    assert epilogue(kind, alpha, beta, np.dtype(dtype), COMPILED_EPILOGUE_SIZE - 1).__name__ == "<lambda>"
     in_place = values.copy()
     apply(in_place, in_place)
     np.testing.assert_array_equal(in_place, want)
@@ -166,7 +167,7 @@ def test_compiled_conv_epilogue_matches_numpy_clip(kind, alpha, beta, dtype, mon
     np.testing.assert_array_equal(cropped, want[..., :6])
     assert apply.__name__ == "compiled_epilogue"
     monkeypatch.setenv(compiled.COMPILED_ENV, "0")
-    assert epilogue(kind, alpha, beta, np.dtype(dtype)).__name__ == "<lambda>"
+    assert epilogue(kind, alpha, beta, np.dtype(dtype), COMPILED_EPILOGUE_SIZE).__name__ == "<lambda>"
 
 
 @numba_missing
