@@ -12,5 +12,7 @@ def load_backends() -> None:
     load_ops()
     for package in ("numpy", "wgpu"):
         pkg = importlib.import_module(f"{__name__}.{package}")
+        on_demand = getattr(pkg, "LOADED_ON_DEMAND", frozenset())
         for module in pkgutil.iter_modules(pkg.__path__):
-            importlib.import_module(f"{pkg.__name__}.{module.name}")
+            if module.name not in on_demand:
+                importlib.import_module(f"{pkg.__name__}.{module.name}")

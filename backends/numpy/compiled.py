@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 COMPILED_ENV = "WGNN_NUMPY_COMPILED"  # "0": the numpy plans only (tests, A/B runs)
 # Activations the loop applies itself (the rest run as numpy after it): kind -> code.
@@ -26,6 +27,12 @@ def enabled() -> bool:
     if os.environ.get(COMPILED_ENV, "").strip() == "0":
         return False
     return _numba() is not None
+
+
+def started() -> bool:
+    """Whether this process has imported the compiled loops already (for another step): one more
+    loop then costs no start of numba."""
+    return f"{__package__}.compiled_loops" in sys.modules
 
 
 def describe() -> str:

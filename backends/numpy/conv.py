@@ -194,8 +194,8 @@ def _conv_geometry(ex) -> tuple[list[int], list[int], list[int], list[int]]:
 
 
 # Results of at least this many elements take the compiled Relu / Clip: below it the gain is a
-# microsecond a call (96 x 8 x 8: 2.0 -> 1.1 us), not worth importing numba for (about 0.3 s in a
-# process's first run) where nothing else compiled runs.
+# microsecond a call (96 x 8 x 8: 2.0 -> 1.1 us), not worth starting numba for (about 0.3 s in a
+# process's first run), unless another step has started it already.
 COMPILED_EPILOGUE_SIZE = 65536
 
 
@@ -204,11 +204,13 @@ def epilogue(kind: str, alpha: float, beta: float, dtype: np.dtype, size: int = 
     the ones the converter fuses most, are one ndarray.clip call: its two-sided loop is several
     times faster than np.maximum on large arrays (numpy 2.x), and it propagates NaN as Relu does;
     where the compiled loops run, in place on a contiguous result of `size` COMPILED_EPILOGUE_SIZE
-    or more elements they are compiled_loops.activate."""
+    or more elements, or of any size once the compiled loops are started, they are
+    compiled_loops.activate."""
     if kind in ("relu", "clip"):
         low, high = (0.0, math.inf) if kind == "relu" else (alpha, beta)
         low, high = dtype.type(low), dtype.type(high)
-        if size >= COMPILED_EPILOGUE_SIZE and compiled.enabled() and dtype in (np.float32, np.float64):
+        if ((size >= COMPILED_EPILOGUE_SIZE or compiled.started()) and compiled.enabled()
+                and dtype in (np.float32, np.float64)):
             # In place on a contiguous result, the compiled loop takes x0.45-0.6 of clip's time.
             activate, code = compiled.loops().activate, compiled.ACTIVATIONS[kind]
 
@@ -811,7 +813,7 @@ def _prepare_conv(ex) -> None:
     plan = None
     if _fits(ex.step):
         geometry = _conv_geometry(ex)
-        if compiled.enabled() and _CompiledDepthwisePlan.fits(ex.step, ex.attrs["group"]):
+        if _CompiledDepthwisePlan.fits(ex.step, ex.attrs["group"]) and compiled.enabled():
             plan = _CompiledDepthwisePlan(ex, *geometry)
         else:
             chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)

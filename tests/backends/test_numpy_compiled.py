@@ -148,8 +148,9 @@ def test_numpy_plans_without_compiled_loops(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_conv_epilogue_matches_numpy_clip(kind, alpha, beta, dtype, monkeypatch):
     """The conv / matmul epilogue's compiled Relu and Clip (in place on a contiguous result, for
-    results of COMPILED_EPILOGUE_SIZE elements or more) give numpy's clip bit for bit, NaN and
-    infinities included; a strided source (a cropped result) takes numpy's clip."""
+    results of COMPILED_EPILOGUE_SIZE elements or more, or any once the loops are started) give
+    numpy's clip bit for bit, NaN and infinities included; a strided source (a cropped result)
+    takes numpy's clip."""
     from wgnn.backends.numpy.conv import COMPILED_EPILOGUE_SIZE, epilogue
 
     values = rng.standard_normal((2, 5, 7, 9)).astype(dtype) * 3
@@ -158,7 +159,11 @@ def test_compiled_conv_epilogue_matches_numpy_clip(kind, alpha, beta, dtype, mon
     want = np.clip(values, dtype(low), dtype(high))
     monkeypatch.setenv(compiled.COMPILED_ENV, "1")
     apply = epilogue(kind, alpha, beta, np.dtype(dtype), COMPILED_EPILOGUE_SIZE)
-    assert epilogue(kind, alpha, beta, np.dtype(dtype), COMPILED_EPILOGUE_SIZE - 1).__name__ == "<lambda>"
+    small = COMPILED_EPILOGUE_SIZE - 1  # compiled only where another step has started the loops
+    monkeypatch.setattr(compiled, "started", lambda: False)
+    assert epilogue(kind, alpha, beta, np.dtype(dtype), small).__name__ == "<lambda>"
+    monkeypatch.setattr(compiled, "started", lambda: True)
+    assert epilogue(kind, alpha, beta, np.dtype(dtype), small).__name__ == "compiled_epilogue"
     in_place = values.copy()
     apply(in_place, in_place)
     np.testing.assert_array_equal(in_place, want)
@@ -274,3 +279,28 @@ def test_compiled_attention_against_onnxruntime_and_the_numpy_path(monkeypatch):
         assert np.array_equal(np.isnan(got), masked), name
         np.testing.assert_allclose(got[~masked], want[~masked], rtol=1e-5, atol=1e-6, err_msg=name)
     np.testing.assert_allclose(runs["compiled"][~masked], runs["numpy"][~masked], rtol=1e-5, atol=1e-6)
+
+
+@numba_missing
+def test_numba_is_started_only_for_a_compiled_loop():
+    """A fresh process: loading the backends and running zoo resnet at 32x32 (no depthwise conv,
+    results under COMPILED_EPILOGUE_SIZE) leaves numba unimported; mobilenetv2's depthwise convs
+    start the compiled loops, after which every epilogue may take them."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import sys, numpy as np, wgnn
+from wgnn.backends.numpy import compiled
+from wgnn.models import zoo
+feeds = {"input": np.zeros((1, 3, 32, 32), np.float32)}
+wgnn.InferenceSession(zoo.build("resnet").SerializeToString(), providers=["numpy"]).run(None, feeds)
+print("numba" in sys.modules, compiled.started())
+wgnn.InferenceSession(zoo.build("mobilenetv2").SerializeToString(), providers=["numpy"]).run(None, feeds)
+print("numba" in sys.modules, compiled.started())
+"""
+    env = {k: v for k, v in os.environ.items() if k != compiled.COMPILED_ENV}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "True", "True"]
