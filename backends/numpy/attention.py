@@ -32,7 +32,8 @@ def _fits_compiled(q, k, v, mask) -> bool:
     numpy's vectorized exp are faster)."""
     dtype = q.dtype
     if (q.ndim != k.ndim or q.ndim != v.ndim or not 2 <= q.ndim <= 4 or dtype not in (np.float32, np.float64)
-            or k.dtype != dtype or v.dtype != dtype or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+            or k.dtype != dtype or v.dtype != dtype or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            or k.shape[-1] == 0):  # no keys: numpy's product of empty axes gives zeros
         return False
     scores_shape = (*q.shape[:-1], k.shape[-1])
     if mask is not None and (mask.dtype != dtype or mask.ndim > q.ndim or any(

@@ -304,3 +304,22 @@ print("numba" in sys.modules, compiled.started())
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False", "True", "True"]
+
+
+def test_attention_over_no_keys_gives_zeros_as_onnxruntime():
+    """Zero keys: numpy's products over the empty axis give zeros (onnxruntime too), so that
+    case stays off the compiled loop, whose softmax would divide zero by zero."""
+    shapes = {"q": (1, 2, 3, 4), "k": (1, 2, 4, 0), "v": (1, 2, 0, 5)}
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "no_keys",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    assert [n.op_type for n in wgnn.convert(model).graph.nodes] == ["Attention"]
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == (1, 2, 3, 5) and not got.any()
