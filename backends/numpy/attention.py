@@ -58,7 +58,11 @@ def _prepare(ex) -> None:
                             np.empty((0, 0, 0, 0), q.dtype), np.empty(k.shape[-1]))
 
 
-@numpy_kernel("Attention", writes_outputs=True, prepare=_prepare)
+def _describe(ex) -> str:
+    return "numpy" if ex.state.get("compiled") is None else "compiled loop"
+
+
+@numpy_kernel("Attention", writes_outputs=True, prepare=_prepare, describe=_describe)
 def attention(ex, inputs, outputs):
     if "compiled" not in ex.state:  # run without prepare (a direct call)
         _prepare(ex)

@@ -111,7 +111,11 @@ def _prepare_layer_norm(ex) -> None:
                                                ex.attrs["axis"])
 
 
-@numpy_kernel("LayerNorm", writes_outputs=True, prepare=_prepare_layer_norm)
+def _describe_layer_norm(ex) -> str:
+    return "compiled loop" if ex.state.get("compiled_rows") else "numpy"
+
+
+@numpy_kernel("LayerNorm", writes_outputs=True, prepare=_prepare_layer_norm, describe=_describe_layer_norm)
 def layer_norm(ex, inputs, outputs):
     if "compiled_rows" not in ex.state:  # run without prepare (a direct call)
         _prepare_layer_norm(ex)

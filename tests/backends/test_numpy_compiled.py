@@ -235,6 +235,7 @@ def test_compiled_layer_norm_against_float64_and_the_numpy_path(shape, axis, sca
             for _, ex in segment.steps]
     ln.prepare()
     assert ln.state["compiled_rows"] == compiled_rows
+    assert ln.variant() == ("compiled loop" if compiled_rows else "numpy")  # bench's per-op kernel column
     for got, plan, expected in zip(results["1"], results["0"], want, strict=True):
         np.testing.assert_allclose(got, expected.reshape(got.shape), rtol=2e-6, atol=2e-6)
         np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
@@ -273,6 +274,8 @@ def test_compiled_attention_against_onnxruntime_and_the_numpy_path(monkeypatch):
         session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
         runs[name] = session.run(None, feeds)[0]
         assert len(calls) == 1, name  # the compiled run only
+        [step] = [ex for segment in session.session.segments for _, ex in segment.steps]
+        assert step.variant() == ("compiled loop" if name == "compiled" else "numpy"), name
     masked = np.zeros(want.shape, bool)
     masked[1, :, 2], masked[0, 1, 3] = True, True
     for name, got in runs.items():
