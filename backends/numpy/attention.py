@@ -54,7 +54,8 @@ def _prepare(ex) -> None:
         ex.state["compiled"] = None
         return
     inverse = tuple(int(axis) for axis in np.argsort(attrs["perm_y"])) if attrs["perm_y"] else None
-    ex.state["compiled"] = ((None,) * (4 - q.ndim), None if mask is None else (None,) * (4 - mask.ndim), inverse,
+    ex.state["compiled"] = (compiled.loops().attention_rows, (None,) * (4 - q.ndim),
+                            None if mask is None else (None,) * (4 - mask.ndim), inverse,
                             np.empty((0, 0, 0, 0), q.dtype), np.empty(k.shape[-1]))
 
 
@@ -72,11 +73,11 @@ def attention(ex, inputs, outputs):
     v = operand(v, attrs["perm_v"], attrs["trans_v"])
     out = outputs[0]
     if ex.state["compiled"] is not None:
-        lead, mask_lead, inverse, no_mask, scores = ex.state["compiled"]
+        attention_rows, lead, mask_lead, inverse, no_mask, scores = ex.state["compiled"]
         # Written through a view of the output in the product's axis order: no copy afterwards.
         product = out if inverse is None else out.transpose(inverse)
-        compiled.loops().attention_rows(q[lead], k[lead], v[lead], no_mask if mask is None else mask[mask_lead],
-                                        attrs["alpha"], attrs["beta"], scores, product[lead])
+        attention_rows(q[lead], k[lead], v[lead], no_mask if mask is None else mask[mask_lead],
+                       attrs["alpha"], attrs["beta"], scores, product[lead])
         return
     scores = np.matmul(q, k)
     if attrs["alpha"] != 1.0:

@@ -109,6 +109,8 @@ def _prepare_layer_norm(ex) -> None:
     specs = list(ex.step.input_specs) + [None] * 3
     ex.state["compiled_rows"] = _compiled_rows(specs[0], ex.step.output_specs[0], specs[1], specs[2],
                                                ex.attrs["axis"])
+    # The loop itself, looked up once here, not on every run.
+    ex.state["rows_loop"] = compiled.loops().layer_norm_rows if ex.state["compiled_rows"] else None
 
 
 def _describe_layer_norm(ex) -> str:
@@ -143,9 +145,8 @@ def layer_norm(ex, inputs, outputs):
     inv_std = outputs[2].reshape(stats) if len(outputs) > 2 else np.empty(stats, work)
     if ex.state["compiled_rows"] and x.flags.c_contiguous and y.flags.c_contiguous:
         no_bias = scale[:0].reshape(0)
-        compiled.loops().layer_norm_rows(x.reshape(rows, -1), y2, scale.reshape(-1),
-                                         no_bias if bias is None else bias.reshape(-1), mean[:, 0], inv_std[:, 0],
-                                         ex.attrs["epsilon"])
+        ex.state["rows_loop"](x.reshape(rows, -1), y2, scale.reshape(-1), no_bias if bias is None else bias.reshape(-1),
+                              mean[:, 0], inv_std[:, 0], ex.attrs["epsilon"])
         return
     _centre_rows(x.reshape(rows, -1), y2, mean, inv_std, ex.attrs["epsilon"])
     y2 *= inv_std
