@@ -2,8 +2,10 @@
 arithmetic and the numpy code they stand in for (WGNN_NUMPY_COMPILED=0). Depthwise convs on the
 edges: channels not a multiple of 4, batch > 1, channel multipliers, strides, dilations, asymmetric
 and large padding, 1-D convs, every fused activation, a residual, float64, NaN, through both loops.
-The Relu / Clip epilogue and float32 GELU bit for bit against numpy, LayerNorm on rows far from
-zero. numba is a test dependency; where it is missing, only the numpy plans' checks run."""
+Direct float32 convs on the same kinds of edges, grouped, with outputs not a multiple of the
+loop's 16 channels and planes under its 4 pixels. The Relu / Clip epilogue and float32 GELU bit
+for bit against numpy, LayerNorm on rows far from zero. numba is a test dependency; where it is
+missing, only the numpy plans' checks run."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -17,9 +19,11 @@ rng = np.random.default_rng(7)
 numba_missing = pytest.mark.skipif(compiled._numba() is None, reason="numba is not installed")
 
 
-def depthwise_model(x_shape, w_shape, attrs, *, bias=True, activation=None, residual=None, dtype=np.float32):
-    """Conv (group = channels) [+ residual Add of that shape] [+ activation]: what the converter
-    fuses into one Conv step with its residual input and activation attributes."""
+def depthwise_model(x_shape, w_shape, attrs, *, bias=True, activation=None, residual=None, dtype=np.float32,
+                    group=None, weights_as_inputs=False):
+    """Conv (group = channels unless given) [+ residual Add of that shape] [+ activation]: what
+    the converter fuses into one Conv step with its residual input and activation attributes.
+    weights_as_inputs: the weights and bias are graph inputs "w" and "b", not initializers."""
     elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
     w = rng.standard_normal(w_shape).astype(dtype)
     inits = [numpy_helper.from_array(w, "w")]
@@ -27,9 +31,12 @@ def depthwise_model(x_shape, w_shape, attrs, *, bias=True, activation=None, resi
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(w_shape[0]).astype(dtype), "b"))
         inputs.append("b")
-    nodes = [helper.make_node("Conv", inputs, ["conv"], group=x_shape[1], **attrs)]
+    nodes = [helper.make_node("Conv", inputs, ["conv"], group=x_shape[1] if group is None else group, **attrs)]
     last = "conv"
     graph_inputs = [helper.make_tensor_value_info("x", elem, list(x_shape))]
+    if weights_as_inputs:
+        graph_inputs += [helper.make_tensor_value_info(init.name, elem, list(init.dims)) for init in inits]
+        inits = []
     if residual:
         nodes.append(helper.make_node("Add", ["conv", "r"], ["sum"]))
         last = "sum"
@@ -126,6 +133,78 @@ def test_compiled_depthwise_in_fused_blocks(monkeypatch):
             assert ("compiled loop" in variants) == compiled_loop
             outputs.append(session.run(None, feeds)[0])
         np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-4, atol=1e-5)
+
+
+DIRECT_CASES = [  # x shape, w shape, group, Conv attributes
+    ((2, 5, 9, 8), (17, 5, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # batch 2; 17 outputs: a block of 1 more
+    ((1, 3, 23, 21), (16, 3, 7, 7), 1, {"strides": [2, 2], "pads": [3, 3, 3, 3]}),  # a stem, odd sizes
+    ((1, 6, 10, 11), (34, 3, 3, 3), 2, {"strides": [2, 1], "dilations": [1, 2], "pads": [0, 2, 1, 0]}),
+    ((2, 4, 13), (6, 4, 3), 1, {"strides": [2], "pads": [2, 1], "dilations": [2]}),  # 1-D
+    ((1, 8, 6, 7), (12, 8, 1, 1), 1, {"strides": [2, 2]}),  # a strided 1x1 projection
+    ((1, 4, 2, 1), (5, 4, 2, 1), 1, {}),  # one output pixel: fewer than a step's four
+    ((1, 4, 3, 2), (5, 4, 3, 3), 1, {"pads": [3, 3, 3, 3]}),  # padding past the kernel
+    ((1, 16, 20, 20), (64, 16, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # tiles of pixels, four blocks
+]
+
+
+@numba_missing
+@pytest.mark.parametrize("x_shape, w_shape, group, attrs", DIRECT_CASES)
+@pytest.mark.parametrize("activation", [None, "Relu", "Clip", "Sigmoid"])
+def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, group, attrs, activation,
+                                                                     monkeypatch):
+    model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu", group=group)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    assert variants == ["direct, compiled loop (conv_direct)"]
+    plan, plan_variants = run_numpy(model, feeds, monkeypatch, compiled_loop=False)
+    assert "compiled" not in plan_variants[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+@pytest.mark.parametrize("weights_as_inputs", [False, True])
+def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(weights_as_inputs, monkeypatch):
+    """The residual is added before the Clip; NaN passes the clip as in onnxruntime; weights and
+    bias given as inputs are packed on every run (new values each time)."""
+    x_shape = (2, 6, 7, 9)
+    model = depthwise_model(x_shape, (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip", residual=[2, 10, 7, 9],
+                            group=1, weights_as_inputs=weights_as_inputs)
+    reference = ort.InferenceSession(model.SerializeToString())
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    [conv] = [step for segment in session.session.segments for step, _ in segment.steps]
+    assert conv.inputs[3] == "r" and conv.attrs["activation"] == "clip"  # one step: residual and Clip inside
+    for _ in range(2):
+        x = rng.standard_normal(x_shape).astype(np.float32)
+        x[1, 2, 3, 3] = np.nan
+        feeds = {"x": x, "r": rng.standard_normal((2, 10, 7, 9)).astype(np.float32)}
+        if weights_as_inputs:
+            feeds |= {"w": rng.standard_normal((10, 6, 3, 3)).astype(np.float32),
+                      "b": rng.standard_normal(10).astype(np.float32)}
+        want, got = reference.run(None, feeds)[0], session.run(None, feeds)[0]
+        assert np.isnan(got).sum() == np.isnan(want).sum() > 0
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+def test_direct_conv_loop_is_compiled_vectorized_once_and_closed(monkeypatch):
+    """direct_conv_loop compiles one float32 signature and closes the loop to others (a call with
+    other types would compile it again without the SLP vectorizer); where numba has no SLP switch,
+    convs keep the numpy plans."""
+    loops = compiled.loops()
+    loop = loops.direct_conv_loop()
+    assert loop is loops.direct_conv_loop() and len(loop.signatures) == 1
+    with pytest.raises(TypeError):
+        loop(*[np.zeros((1, 1), np.float64)] * 11)
+    monkeypatch.setattr(loops, "direct_conv_loop", lambda: None)
+    model = depthwise_model((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, group=1)
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    assert "compiled" not in variants[0]
+    np.testing.assert_allclose(got, ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0],
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_numpy_plans_without_compiled_loops(monkeypatch):
@@ -285,22 +364,26 @@ def test_compiled_attention_against_onnxruntime_and_the_numpy_path(monkeypatch):
 
 
 @numba_missing
-def test_numba_is_started_only_for_a_compiled_loop():
-    """A fresh process: loading the backends and running zoo resnet at 32x32 (no depthwise conv,
-    results under COMPILED_EPILOGUE_SIZE) leaves numba unimported; mobilenetv2's depthwise convs
-    start the compiled loops, after which every epilogue may take them."""
+def test_numba_is_started_only_for_a_compiled_loop(tmp_path):
+    """A fresh process: loading the backends and running a model with no step for a compiled loop
+    (a 1x1 conv, a product as it is, with a Relu under COMPILED_EPILOGUE_SIZE) leaves numba
+    unimported; zoo resnet's 3x3 convs start the compiled loops, after which every epilogue may
+    take them."""
     import os
     import subprocess
     import sys
 
-    script = """
+    pointwise = tmp_path / "pointwise.onnx"
+    pointwise.write_bytes(depthwise_model((1, 8, 6, 6), (4, 8, 1, 1), {}, activation="Relu", group=1)
+                          .SerializeToString())
+    script = f"""
 import sys, numpy as np, wgnn
 from wgnn.backends.numpy import compiled
 from wgnn.models import zoo
-feeds = {"input": np.zeros((1, 3, 32, 32), np.float32)}
-wgnn.InferenceSession(zoo.build("resnet").SerializeToString(), providers=["numpy"]).run(None, feeds)
+wgnn.InferenceSession({str(pointwise)!r}, providers=["numpy"]).run(None, {{"x": np.ones((1, 8, 6, 6), np.float32)}})
 print("numba" in sys.modules, compiled.started())
-wgnn.InferenceSession(zoo.build("mobilenetv2").SerializeToString(), providers=["numpy"]).run(None, feeds)
+feeds = {{"input": np.zeros((1, 3, 32, 32), np.float32)}}
+wgnn.InferenceSession(zoo.build("resnet").SerializeToString(), providers=["numpy"]).run(None, feeds)
 print("numba" in sys.modules, compiled.started())
 """
     env = {k: v for k, v in os.environ.items() if k != compiled.COMPILED_ENV}

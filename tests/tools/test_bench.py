@@ -39,22 +39,24 @@ def test_numpy_text_output():
 def test_numpy_per_op_names_each_steps_path(compiled_loops):
     """On numpy the per-op table's kernel column names the path each step prepared, per stage for
     fused ops: at 96x96 MobileNetV2's depthwise convs run as compiled loops (where numba is
-    installed), else its stride-2 ones go in chunks of channels."""
+    installed) and so does its stem (a direct conv), else its stride-2 depthwise convs go in chunks
+    of channels and the stem is an im2col product."""
     from wgnn.backends.numpy import compiled
 
     done = bench("zoo:mobilenetv2:size=96", *QUICK, "--per-op", "--json", env={compiled.COMPILED_ENV: compiled_loops})
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     kernels = {row["op_type"]: row["kernel"] for row in result["per_op"]["rows"]}
-    assert kernels["Conv"].startswith("im2col")
     blocks = [row["kernel"] for row in result["per_op"]["rows"] if row["op_type"] == "ConvDwPwExpand"]
     # (the pointwise products go in bands of columns where numpy's BLAS has a small-product kernel)
     assert all(re.fullmatch(r"dw: .*; pw: matmul(, \d+ bands)?; ex: matmul(, \d+ bands)?", k) for k in blocks)
     if compiled_loops == "1" and compiled._numba() is not None:
         assert all(k.startswith("dw: depthwise, compiled loop (depthwise_") for k in blocks)
+        assert kernels["Conv"] == "direct, compiled loop (conv_direct)"
         assert result["numpy_compiled"] == f"numba {compiled._numba().__version__}"
     else:
         assert any("dw: depthwise " in k and "ch, 4 phases" in k for k in blocks)
+        assert kernels["Conv"].startswith("im2col")
         assert result["numpy_compiled"].startswith("off (")
     assert kernels["GlobalPoolMatMul.avg"] == "pool: numpy; matmul: numpy"
 
