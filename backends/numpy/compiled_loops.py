@@ -338,7 +338,7 @@ def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, act
 
     Each step sums 4 pixels x 16 channels over every tap: a tap costs one load of 16 weights,
     four broadcast inputs and four 16-wide multiply-adds, all in registers. Needs the SLP
-    vectorizer (direct_conv_loop compiles it so)."""
+    vectorizer (vectorized_loop compiles it so)."""
     batch, channels_out, pixels = out.shape
     groups, blocks, taps, _ = weights.shape
     group_size = x.shape[1] // groups
@@ -384,25 +384,109 @@ def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, act
                             row[index(first + p)] = value
 
 
-def direct_conv_loop():
-    """conv_direct compiled for float32 with LLVM's SLP vectorizer on, which numba leaves off by
-    default (without it the stack sums stay scalar: 8 ms instead of 0.5 ms for a 7x7/2 stem), and
-    closed to other signatures, so that no call compiles it again without. None where this numba
-    has no such switch."""
+# conv_rows's register block: ROWS_CHANNELS output channels x ROWS_PIXELS neighbouring pixels of
+# an output row (four 16-wide accumulators). Against conv_direct on stride-1 3x3 convs (us,
+# /tmp/w/rows.py): 16 -> 16 channels at 56x56 162 vs 180; 32 -> 32 at 28x28 153 vs 149; 16 -> 8 at
+# 224x224 98 GFLOP/s, where conv_direct's blocks of 16 channels would be half zeros.
+ROWS_CHANNELS = 4
+ROWS_PIXELS = 16
+ROWS_BLOCK = ROWS_CHANNELS * ROWS_PIXELS
+# Convs with column stride 1 and output rows at least this wide (ROWS_PIXELS or more) take
+# conv_rows, the rest conv_direct: read by the plans only (tests move it), never inside a loop.
+ROWS_LOOP_WIDTH = ROWS_PIXELS
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def conv_rows(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high):
+    """A grouped conv with column stride 1 from its zero-padded input, without im2col, along output
+    rows of at least 16 pixels: out[n, g * mg + m, oy * out_w + ox] = bias + sum over taps t of
+    weights[g, m // 4, t, m % 4] * x[n, g * group_size + tap_offsets[t] + oy * row_step + ox]
+    (+ residual), then Relu (activation 1) or a clip to [low, high] (2). x: (N, C * padded plane)
+    flat per batch; weights: (G, blocks, taps, 4), channels past mg zero; bias: (G * blocks * 4,);
+    residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or residual. NaN
+    passes the clip as in numpy.
+
+    Each step sums 4 channels x 16 pixels over every tap: one 16-wide load of the input row,
+    four broadcast weights and four multiply-adds, all in registers; its results are four
+    contiguous stores. A row's last step, where the row is not a multiple of 16 pixels, moves back
+    to end at the row's end and stores a few pixels again, the same values (storing only the new
+    ones keeps the sums out of registers: x1.5-2.5 the time on 1x1 convs). Needs the SLP
+    vectorizer (vectorized_loop compiles it so)."""
+    batch, channels_out, pixels = out.shape
+    groups, blocks, taps, _ = weights.shape
+    group_size = x.shape[1] // groups
+    mg = channels_out // groups
+    out_h = pixels // out_w
+    has_residual = residual.size > 0
+    sums = numba.carray(stack_array(ROWS_BLOCK, x.dtype), ROWS_BLOCK)
+    for n in range(batch):
+        source = x[n]
+        for g in range(groups):
+            for oy in range(out_h):
+                for done in range(0, out_w, ROWS_PIXELS):
+                    first = oy * out_w + min(done, out_w - ROWS_PIXELS)  # the step's first output pixel
+                    at = g * group_size + oy * row_step + min(done, out_w - ROWS_PIXELS)
+                    for block in range(blocks):
+                        w = weights[g, block]
+                        bias_at = (g * blocks + block) * ROWS_CHANNELS
+                        for i in range(ROWS_CHANNELS):
+                            for j in range(ROWS_PIXELS):
+                                sums[i * ROWS_PIXELS + j] = bias[index(bias_at + i)]
+                        for t in range(taps):
+                            row = at + tap_offsets[index(t)]
+                            for i in range(ROWS_CHANNELS):
+                                weight = w[index(t), index(i)]
+                                for j in range(ROWS_PIXELS):
+                                    sums[i * ROWS_PIXELS + j] += weight * source[index(row + j)]
+                        count = min(ROWS_CHANNELS, mg - block * ROWS_CHANNELS)
+                        m0 = g * mg + block * ROWS_CHANNELS
+                        if has_residual:
+                            for i in range(ROWS_CHANNELS):
+                                if i < count:
+                                    line = residual[n, index(m0 + i)]
+                                    for j in range(ROWS_PIXELS):
+                                        sums[i * ROWS_PIXELS + j] += line[index(first + j)]
+                        if activation == 1:
+                            for k in range(ROWS_BLOCK):
+                                sums[k] = 0 if sums[k] < 0 else sums[k]
+                        elif activation == 2:
+                            for k in range(ROWS_BLOCK):
+                                value = low if sums[k] < low else sums[k]
+                                sums[k] = high if value > high else value
+                        for i in range(ROWS_CHANNELS):
+                            if i < count:
+                                line = out[n, index(m0 + i)]
+                                for j in range(ROWS_PIXELS):
+                                    line[index(first + j)] = sums[i * ROWS_PIXELS + j]
+
+
+_F32, _INTP = types.float32, types.intp
+# The one signature each register-blocked loop is compiled for.
+VECTORIZED_SIGNATURES = {
+    "conv_direct": (_F32[:, ::1], _F32[:, :, :, ::1], _F32[::1], _F32[:, :, ::1], _F32[:, :, ::1], _INTP[::1],
+                    _INTP[::1], types.int64, _F32, _F32, _F32[::1]),
+    "conv_rows": (_F32[:, ::1], _F32[:, :, :, ::1], _F32[::1], _F32[:, :, ::1], _F32[:, :, ::1], _INTP[::1],
+                  types.int64, types.int64, types.int64, _F32, _F32),
+}
+
+
+def vectorized_loop(name: str):
+    """conv_direct or conv_rows compiled for float32 with LLVM's SLP vectorizer on, which numba
+    leaves off by default (without it their stack sums stay scalar: 8 ms instead of 0.5 ms for a
+    7x7/2 stem), and closed to other signatures, so that no call compiles it again without. None
+    where this numba has no such switch."""
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
 
     if getattr(config, "SLP_VECTORIZE", None) is None:
         return None
+    loop = globals()[name]
     with global_compiler_lock:  # no other compile sees the switch
-        if not conv_direct.signatures:
-            f32, intp = types.float32, types.intp
-            signature = (f32[:, ::1], f32[:, :, :, ::1], f32[::1], f32[:, :, ::1], f32[:, :, ::1], intp[::1],
-                         intp[::1], types.int64, f32, f32, f32[::1])
+        if not loop.signatures:
             saved, config.SLP_VECTORIZE = config.SLP_VECTORIZE, 1
             try:
-                conv_direct.compile(signature)
+                loop.compile(VECTORIZED_SIGNATURES[name])
             finally:
                 config.SLP_VECTORIZE = saved
-            conv_direct.disable_compile()
-    return conv_direct
+            loop.disable_compile()
+    return loop

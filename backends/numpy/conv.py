@@ -29,8 +29,9 @@ so fewer calls is what makes this fast.
   on buffers that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
 - Where numba runs the compiled loops (backends/numpy/compiled.py), a float32 conv that is neither
   depthwise nor a plain product (1x1, stride 1, no padding) runs without im2col as one compiled
-  loop from its padded input (_CompiledDirectPlan, compiled_loops.conv_direct): 75-95 GFLOP/s on
-  one core here against 50-60 for im2col + BLAS at ResNet's 224x224 shapes.
+  loop from its padded input (_CompiledDirectPlan: compiled_loops.conv_rows along rows of 16+
+  pixels at column stride 1, else conv_direct): 70-95 GFLOP/s on one core here against 50-60
+  for im2col + BLAS at ResNet's 224x224 shapes.
 - The im2col and the widened result are not kept per step but laid out in the backend's shared
   scratch memory (NumpyBackend.scratch), the row of ones rewritten on every run, the views built
   again only when the scratch array changes. The padded input, whose zero border is written once,
@@ -814,45 +815,51 @@ class _CompiledDepthwisePlan:
 
 
 class _CompiledDirectPlan:
-    """A 1-D or 2-D float32 Conv as one compiled loop without im2col (compiled_loops.conv_direct):
-    4 output pixels x 16 output channels summed in registers over every tap, read from the padded
-    input; the bias, the residual and a Relu or Clip inside it, another activation after it."""
+    """A 1-D or 2-D float32 Conv as one compiled loop from its padded input, without im2col: along
+    output rows of 16 pixels or more at column stride 1, 4 output channels x 16 pixels summed in
+    registers (compiled_loops.conv_rows), else 16 output channels x 4 pixels
+    (compiled_loops.conv_direct); the bias, the residual and a Relu or Clip inside the loop,
+    another activation after it."""
 
     shared = False
 
     def __init__(self, ex, strides, dilations, begin, end):
-        step = ex.step
+        step, loops = ex.step, compiled.loops()
         x_shape = tuple(step.input_specs[0].shape[:2]) + _as_2d(step.input_specs[0].shape[2:], 1)
         w_shape = step.input_specs[1].shape
-        out_shape = tuple(step.output_specs[0].shape[:2]) + _as_2d(step.output_specs[0].shape[2:], 1)
+        out = step.output_specs[0].shape
+        out_h, out_w = _as_2d(out[2:], 1)
         (stride_h, stride_w), (dilation_h, dilation_w) = _as_2d(strides, 1), _as_2d(dilations, 1)
         (top, left), (bottom, right) = _as_2d(begin, 0), _as_2d(end, 0)
         n, c, height, width = x_shape
         kernel_h, kernel_w = _as_2d(w_shape[2:], 1)
         self.group = group = ex.attrs["group"]
         self.mg = w_shape[0] // group
-        self.out_shape = (n, out_shape[1], out_shape[2] * out_shape[3])
+        self.out_shape = (out[0], out[1], out_h * out_w)
         self.padded_shape = (n, c, height + top + bottom, width + left + right)
         padded_h, padded_w = self.padded_shape[2:]
-        plane = padded_h * padded_w
         self.padded = None
         if top or bottom or left or right:
             self.padded = np.zeros(self.padded_shape, np.float32)
             self.interior = self.padded[:, :, top:top + height, left:left + width]
         channel, ky, kx = np.meshgrid(np.arange(c // group), np.arange(kernel_h), np.arange(kernel_w), indexing="ij")
-        self.tap_offsets = (channel * plane + ky * dilation_h * padded_w + kx * dilation_w).ravel().astype(np.intp)
-        oy, ox = np.meshgrid(np.arange(out_shape[2]), np.arange(out_shape[3]), indexing="ij")
-        self.pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
+        tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
+        if stride_w == 1 and out_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
+            self.loop_name, self.block = "conv_rows", loops.ROWS_CHANNELS
+            self.layout = (tap_offsets.astype(np.intp), stride_h * padded_w, out_w)
+        else:
+            self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
+            oy, ox = np.meshgrid(np.arange(out_h), np.arange(out_w), indexing="ij")
+            pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
+            self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
+            self.tile = np.empty(loops.DIRECT_TILE * self.block, np.float32)
+        self.loop = loops.vectorized_loop(self.loop_name)
         kind = ex.attrs["activation"] or None
         self.activation = compiled.ACTIVATIONS.get(kind, 0)
         alpha, beta = ex.attrs["activation_alpha"], ex.attrs["activation_beta"]
         self.low, self.high = (np.float32(alpha), np.float32(beta)) if kind == "clip" else (np.float32(0),) * 2
         self.kind = None if kind in compiled.ACTIVATIONS else epilogue(kind, alpha, beta, np.dtype(np.float32))
         self.no_residual = np.empty((0, 0, 0), np.float32)
-        loops = compiled.loops()
-        self.loop = loops.direct_conv_loop()
-        self.block = loops.DIRECT_CHANNELS
-        self.tile = np.empty(loops.DIRECT_TILE * self.block, np.float32)
         values = list(step.input_values or []) + [None] * 3
         self.weights = self.bias = None
         if values[1] is not None:
@@ -863,17 +870,19 @@ class _CompiledDirectPlan:
     @staticmethod
     def fits(step, group: int, strides, begin, end) -> bool:
         """float32 1-D and 2-D convs but depthwise ones (their own loop) and 1x1 convs with stride 1
-        and no padding (a product as they are), with a residual of the output's shape."""
+        and no padding (a product as they are: numpy's BLAS ran them as fast as a compiled loop of
+        the same register blocks), with a residual of the output's shape, where the loops compile."""
         x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
         residual = step.input_specs[3] if len(step.input_specs) > 3 else None
         pointwise = all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in strides) \
             and not any(begin) and not any(end)
         return (len(x_shape) in (3, 4) and np.dtype(step.input_specs[0].dtype) == np.float32
                 and not (group == x_shape[1] and w_shape[1] == 1) and not pointwise
-                and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape)))
+                and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape))
+                and compiled.enabled() and compiled.loops().vectorized_loop("conv_direct") is not None)
 
     def pack_weights(self, w: np.ndarray) -> np.ndarray:
-        """(M, C / G, kh, kw) as (G, blocks, taps, 16): each block's 16 channels' weights per tap
+        """(M, C / G, kh, kw) as (G, blocks, taps, block): each block's channels' weights per tap
         side by side, zeros past the group's channels."""
         blocks = -(-self.mg // self.block)
         packed = np.zeros((self.group, blocks * self.block, math.prod(w.shape[1:])), np.float32)
@@ -888,7 +897,7 @@ class _CompiledDirectPlan:
         return packed.ravel()
 
     def describe(self) -> str:
-        return "direct, compiled loop (conv_direct)"
+        return f"direct, compiled loop ({self.loop_name})"
 
     def run(self, ex, x, w, b, residual, out) -> None:
         if self.padded is None:
@@ -899,8 +908,12 @@ class _CompiledDirectPlan:
         weights = self.pack_weights(w) if self.weights is None else self.weights
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)
-        self.loop(source, weights, bias, residual, out.reshape(self.out_shape), self.tap_offsets, self.pixel_offsets,
-                  self.activation, self.low, self.high, self.tile)
+        if self.loop_name == "conv_rows":
+            self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
+                      self.low, self.high)
+        else:
+            self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
+                      self.low, self.high, self.tile)
         if self.kind is not None:
             self.kind(out, out)
 
@@ -911,8 +924,7 @@ def _prepare_conv(ex) -> None:
         geometry = _conv_geometry(ex)
         if _CompiledDepthwisePlan.fits(ex.step, ex.attrs["group"]) and compiled.enabled():
             plan = _CompiledDepthwisePlan(ex, *geometry)
-        elif (_CompiledDirectPlan.fits(ex.step, ex.attrs["group"], geometry[0], *geometry[2:])
-              and compiled.enabled() and compiled.loops().direct_conv_loop() is not None):
+        elif _CompiledDirectPlan.fits(ex.step, ex.attrs["group"], geometry[0], *geometry[2:]):
             plan = _CompiledDirectPlan(ex, *geometry)
         else:
             chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)

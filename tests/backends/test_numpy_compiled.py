@@ -2,10 +2,11 @@
 arithmetic and the numpy code they stand in for (WGNN_NUMPY_COMPILED=0). Depthwise convs on the
 edges: channels not a multiple of 4, batch > 1, channel multipliers, strides, dilations, asymmetric
 and large padding, 1-D convs, every fused activation, a residual, float64, NaN, through both loops.
-Direct float32 convs on the same kinds of edges, grouped, with outputs not a multiple of the
-loop's 16 channels and planes under its 4 pixels. The Relu / Clip epilogue and float32 GELU bit
-for bit against numpy, LayerNorm on rows far from zero. numba is a test dependency; where it is
-missing, only the numpy plans' checks run."""
+Direct float32 convs on the same kinds of edges through both loops, grouped, with outputs not a
+multiple of a block's channels, planes under conv_direct's 4 pixels, rows not a multiple of
+conv_rows's 16. The Relu / Clip epilogue and float32 GELU bit for bit against numpy, LayerNorm on
+rows far from zero. numba is a test dependency; where it is missing, only the numpy plans' checks
+run."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -144,19 +145,38 @@ DIRECT_CASES = [  # x shape, w shape, group, Conv attributes
     ((1, 4, 2, 1), (5, 4, 2, 1), 1, {}),  # one output pixel: fewer than a step's four
     ((1, 4, 3, 2), (5, 4, 3, 3), 1, {"pads": [3, 3, 3, 3]}),  # padding past the kernel
     ((1, 16, 20, 20), (64, 16, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # tiles of pixels, four blocks
+    ((2, 5, 9, 37), (7, 5, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # rows of 37: the last step moves back
+    ((1, 6, 12, 40), (10, 3, 3, 5), 2, {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 2, 1, 3]}),
+    ((2, 4, 50), (6, 4, 3), 1, {"pads": [1, 2], "dilations": [2]}),  # 1-D rows
+    ((1, 3, 18, 18), (8, 3, 3, 3), 1, {}),  # rows of exactly 16 pixels, no padding
 ]
 
 
+def _conv_out_width(x_shape, w_shape, attrs) -> int:
+    rank = len(x_shape) - 2
+    pads, strides = attrs.get("pads", [0] * 2 * rank), attrs.get("strides", [1] * rank)
+    dilation = attrs.get("dilations", [1] * rank)[-1]
+    return (x_shape[-1] + pads[rank - 1] + pads[-1] - dilation * (w_shape[-1] - 1) - 1) // strides[-1] + 1
+
+
+# Every case through conv_direct, and through conv_rows where its rows qualify (column stride 1, 16+ pixels).
+DIRECT_LOOP_CASES = [(*case, "conv_direct") for case in DIRECT_CASES] + [
+    (*case, "conv_rows") for case in DIRECT_CASES
+    if case[3].get("strides", [1])[-1] == 1 and _conv_out_width(case[0], case[1], case[3]) >= 16]
+
+
 @numba_missing
-@pytest.mark.parametrize("x_shape, w_shape, group, attrs", DIRECT_CASES)
+@pytest.mark.parametrize("x_shape, w_shape, group, attrs, loop", DIRECT_LOOP_CASES)
 @pytest.mark.parametrize("activation", [None, "Relu", "Clip", "Sigmoid"])
-def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, group, attrs, activation,
+def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, group, attrs, loop, activation,
                                                                      monkeypatch):
+    if loop == "conv_direct":
+        monkeypatch.setattr(compiled.loops(), "ROWS_LOOP_WIDTH", 10**9)
     model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu", group=group)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    assert variants == ["direct, compiled loop (conv_direct)"]
+    assert variants == [f"direct, compiled loop ({loop})"]
     plan, plan_variants = run_numpy(model, feeds, monkeypatch, compiled_loop=False)
     assert "compiled" not in plan_variants[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -164,24 +184,26 @@ def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_
 
 
 @numba_missing
+@pytest.mark.parametrize("width, loop", [(9, "conv_direct"), (21, "conv_rows")])
 @pytest.mark.parametrize("weights_as_inputs", [False, True])
-def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(weights_as_inputs, monkeypatch):
-    """The residual is added before the Clip; NaN passes the clip as in onnxruntime; weights and
-    bias given as inputs are packed on every run (new values each time)."""
-    x_shape = (2, 6, 7, 9)
-    model = depthwise_model(x_shape, (10, 6, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip", residual=[2, 10, 7, 9],
+def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(width, loop, weights_as_inputs, monkeypatch):
+    """Both loops: the residual is added before the Clip; NaN passes the clip as in onnxruntime;
+    weights and bias given as inputs are packed on every run (new values each time)."""
+    x_shape, w_shape, y_shape = (2, 6, 7, width), (10, 6, 3, 3), (2, 10, 7, width)
+    model = depthwise_model(x_shape, w_shape, {"pads": [1, 1, 1, 1]}, activation="Clip", residual=list(y_shape),
                             group=1, weights_as_inputs=weights_as_inputs)
     reference = ort.InferenceSession(model.SerializeToString())
     monkeypatch.setenv(compiled.COMPILED_ENV, "1")
     session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
-    [conv] = [step for segment in session.session.segments for step, _ in segment.steps]
+    [(conv, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
     assert conv.inputs[3] == "r" and conv.attrs["activation"] == "clip"  # one step: residual and Clip inside
+    assert ex.variant() == f"direct, compiled loop ({loop})"
     for _ in range(2):
         x = rng.standard_normal(x_shape).astype(np.float32)
         x[1, 2, 3, 3] = np.nan
-        feeds = {"x": x, "r": rng.standard_normal((2, 10, 7, 9)).astype(np.float32)}
+        feeds = {"x": x, "r": rng.standard_normal(y_shape).astype(np.float32)}
         if weights_as_inputs:
-            feeds |= {"w": rng.standard_normal((10, 6, 3, 3)).astype(np.float32),
+            feeds |= {"w": rng.standard_normal(w_shape).astype(np.float32),
                       "b": rng.standard_normal(10).astype(np.float32)}
         want, got = reference.run(None, feeds)[0], session.run(None, feeds)[0]
         assert np.isnan(got).sum() == np.isnan(want).sum() > 0
@@ -189,16 +211,17 @@ def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(weights_as_i
 
 
 @numba_missing
-def test_direct_conv_loop_is_compiled_vectorized_once_and_closed(monkeypatch):
-    """direct_conv_loop compiles one float32 signature and closes the loop to others (a call with
+@pytest.mark.parametrize("name", ["conv_direct", "conv_rows"])
+def test_vectorized_loops_are_compiled_once_and_closed(name, monkeypatch):
+    """vectorized_loop compiles one float32 signature and closes the loop to others (a call with
     other types would compile it again without the SLP vectorizer); where numba has no SLP switch,
     convs keep the numpy plans."""
     loops = compiled.loops()
-    loop = loops.direct_conv_loop()
-    assert loop is loops.direct_conv_loop() and len(loop.signatures) == 1
+    loop = loops.vectorized_loop(name)
+    assert loop is loops.vectorized_loop(name) and len(loop.signatures) == 1
     with pytest.raises(TypeError):
-        loop(*[np.zeros((1, 1), np.float64)] * 11)
-    monkeypatch.setattr(loops, "direct_conv_loop", lambda: None)
+        loop(*[np.zeros((1, 1), np.float64)] * len(loops.VECTORIZED_SIGNATURES[name]))
+    monkeypatch.setattr(loops, "vectorized_loop", lambda name: None)
     model = depthwise_model((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, group=1)
     feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
