@@ -1,12 +1,12 @@
 """The numpy backend's compiled loops (backends/numpy/compiled.py) against onnxruntime, float64
 arithmetic and the numpy code they stand in for (WGNN_NUMPY_COMPILED=0). Depthwise convs on the
 edges: channels not a multiple of 4, batch > 1, channel multipliers, strides, dilations, asymmetric
-and large padding, 1-D convs, every fused activation, a residual, float64, NaN, through both loops.
-Direct float32 convs on the same kinds of edges through both loops, grouped, with outputs not a
-multiple of a block's channels, planes under conv_direct's 4 pixels, rows not a multiple of
-conv_rows's 16. The Relu / Clip epilogue and float32 GELU bit for bit against numpy, LayerNorm on
-rows far from zero. numba is a test dependency; where it is missing, only the numpy plans' checks
-run."""
+and large padding, 1-D convs, every fused activation, a residual, float64, NaN, through every loop
+that takes them. Direct float32 convs on the same kinds of edges through both loops, grouped,
+with outputs not a multiple of a block's channels, planes under conv_direct's 4 pixels, rows not a
+multiple of conv_rows's 16. The Relu / Clip epilogue and float32 GELU bit for bit against numpy,
+LayerNorm on rows far from zero. numba is a test dependency; where it is missing, only the numpy
+plans' checks run."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -64,6 +64,16 @@ def run_numpy(model, feeds, monkeypatch, compiled_loop: bool):
     return result, variants
 
 
+def conv_out_size(x_shape, w_shape, attrs, axis: int) -> int:
+    """A Conv's output size along spatial axis (-1: the last)."""
+    rank = len(x_shape) - 2
+    axis %= rank
+    pads, strides = attrs.get("pads", [0] * 2 * rank), attrs.get("strides", [1] * rank)
+    dilation = attrs.get("dilations", [1] * rank)[axis]
+    size = x_shape[2 + axis] + pads[axis] + pads[rank + axis] - dilation * (w_shape[2 + axis] - 1) - 1
+    return size // strides[axis] + 1
+
+
 CASES = [  # x shape, w shape, Conv attributes
     ((2, 5, 7, 6), (5, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((1, 3, 9, 8), (6, 1, 3, 3), {"strides": [2, 2], "pads": [0, 1, 1, 0]}),  # multiplier 2
@@ -74,17 +84,26 @@ CASES = [  # x shape, w shape, Conv attributes
     ((1, 9, 8, 8), (9, 1, 1, 1), {}),
     ((2, 4, 13), (8, 1, 3), {"strides": [2], "pads": [2, 1], "dilations": [2]}),  # 1-D, multiplier 2
     ((1, 144, 8, 8), (144, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # a MobileNetV2 stage
+    ((2, 5, 9, 37), (5, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # 3x3 rows of 37: the last steps move back
+    ((1, 6, 13, 40), (12, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # stride 2, multiplier 2
+    ((1, 4, 10, 35), (4, 1, 5, 3), {"dilations": [2, 1], "pads": [4, 1, 4, 1]}),  # 5x3, dilated rows
 ]
+# Every case through both general loops, and through depthwise_rows where its plane qualifies
+# (4 rows of 16 pixels or more).
+DEPTHWISE_LOOP_CASES = [(*case, loop) for case in CASES for loop in ("depthwise_phases", "depthwise_channels_inner")] \
+    + [(*case, "depthwise_rows") for case in CASES
+       if len(case[0]) == 4 and conv_out_size(*case, 0) >= 4 and conv_out_size(*case, 1) >= 16]
 
 
 @numba_missing
-@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES)
+@pytest.mark.parametrize("x_shape, w_shape, attrs, loop", DEPTHWISE_LOOP_CASES)
 @pytest.mark.parametrize("activation", [None, "Relu", "Clip", "Sigmoid"])
-@pytest.mark.parametrize("loop", ["depthwise_phases", "depthwise_channels_inner"])
 def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, attrs, activation, loop,
                                                                    monkeypatch):
-    """Both loops on every case: the plane size that picks one is moved past the case's."""
-    monkeypatch.setattr(compiled.loops(), "CHANNELS_INNER_PIXELS", 0 if loop == "depthwise_phases" else 10**9)
+    """Every loop on every case it takes: the plane sizes that pick one are moved past the case's."""
+    monkeypatch.setattr(compiled.loops(), "CHANNELS_INNER_PIXELS", 10**9 if loop == "depthwise_channels_inner" else 0)
+    if loop == "depthwise_phases":
+        monkeypatch.setattr(compiled.loops(), "DEPTHWISE_ROWS_LOOP_WIDTH", 10**9)
     model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu")
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
@@ -97,22 +116,26 @@ def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_sh
 
 
 @numba_missing
-def test_compiled_depthwise_residual_float64_and_nan(monkeypatch):
-    """The residual is added before the activation; float64 compiles its own loop; NaN passes
-    the clip as in numpy and onnx.reference."""
-    model = depthwise_model((2, 3, 6, 5), (3, 1, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip",
-                            residual=[2, 3, 6, 5], dtype=np.float64)
-    x = rng.standard_normal((2, 3, 6, 5))
+@pytest.mark.parametrize("dtype, width", [(np.float64, 5), (np.float32, 21)])
+def test_compiled_depthwise_residual_float64_and_nan(dtype, width, monkeypatch):
+    """The residual is added before the activation; float64 compiles its own loop, float32 rows
+    of 16+ pixels take depthwise_rows; NaN passes the clip as in numpy and onnx.reference."""
+    shape = (2, 3, 6, width)
+    model = depthwise_model(shape, (3, 1, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip", residual=list(shape),
+                            dtype=dtype)
+    x = rng.standard_normal(shape).astype(dtype)
     x[1, 2, 3, 3] = np.nan
-    feeds = {"x": x, "r": rng.standard_normal((2, 3, 6, 5))}
+    feeds = {"x": x, "r": rng.standard_normal(shape).astype(dtype)}
     want = ReferenceEvaluator(model).run(None, feeds)[0]  # onnxruntime has no float64 Conv
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    assert variants[0].startswith("depthwise, compiled loop") and got.dtype == np.float64
+    assert variants[0].startswith("depthwise, compiled loop") and got.dtype == dtype
+    assert ("depthwise_rows" in variants[0]) == (dtype == np.float32)
     [conv] = [step for segment in wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).session.segments
               for step, _ in segment.steps]
     assert conv.inputs[3] == "r" and conv.attrs["activation"] == "clip"  # one step: residual and Clip inside
     assert np.isnan(got[1, 2]).sum() == np.isnan(want[1, 2]).sum() > 0
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    tolerance = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
 
 
 @numba_missing
@@ -152,17 +175,10 @@ DIRECT_CASES = [  # x shape, w shape, group, Conv attributes
 ]
 
 
-def _conv_out_width(x_shape, w_shape, attrs) -> int:
-    rank = len(x_shape) - 2
-    pads, strides = attrs.get("pads", [0] * 2 * rank), attrs.get("strides", [1] * rank)
-    dilation = attrs.get("dilations", [1] * rank)[-1]
-    return (x_shape[-1] + pads[rank - 1] + pads[-1] - dilation * (w_shape[-1] - 1) - 1) // strides[-1] + 1
-
-
 # Every case through conv_direct, and through conv_rows where its rows qualify (column stride 1, 16+ pixels).
 DIRECT_LOOP_CASES = [(*case, "conv_direct") for case in DIRECT_CASES] + [
     (*case, "conv_rows") for case in DIRECT_CASES
-    if case[3].get("strides", [1])[-1] == 1 and _conv_out_width(case[0], case[1], case[3]) >= 16]
+    if case[3].get("strides", [1])[-1] == 1 and conv_out_size(case[0], case[1], case[3], -1) >= 16]
 
 
 @numba_missing
@@ -211,7 +227,7 @@ def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(width, loop,
 
 
 @numba_missing
-@pytest.mark.parametrize("name", ["conv_direct", "conv_rows"])
+@pytest.mark.parametrize("name", ["conv_direct", "conv_rows", "depthwise_rows"])
 def test_vectorized_loops_are_compiled_once_and_closed(name, monkeypatch):
     """vectorized_loop compiles one float32 signature and closes the loop to others (a call with
     other types would compile it again without the SLP vectorizer); where numba has no SLP switch,
