@@ -565,6 +565,13 @@ VECTORIZED_SIGNATURES = {
 }
 
 
+def can_vectorize() -> bool:
+    """Whether this numba has the SLP switch vectorized_loop needs (asking compiles nothing)."""
+    from numba.core import config
+
+    return getattr(config, "SLP_VECTORIZE", None) is not None
+
+
 def vectorized_loop(name: str):
     """conv_direct, conv_rows or depthwise_rows compiled for float32 with LLVM's SLP vectorizer on, which numba
     leaves off by default (without it their stack sums stay scalar: 8 ms instead of 0.5 ms for a
@@ -573,7 +580,7 @@ def vectorized_loop(name: str):
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
 
-    if getattr(config, "SLP_VECTORIZE", None) is None:
+    if not can_vectorize():
         return None
     loop = globals()[name]
     with global_compiler_lock:  # no other compile sees the switch

@@ -795,7 +795,7 @@ class _CompiledDepthwisePlan:
             _, cells_w, size = loops.phase_grid(x_shape, out_shape, kernel, self.strides, self.dilations, self.pads)
             if (dtype == np.float32 and out_shape[2] >= loops.DEPTHWISE_ROWS
                     and out_shape[3] >= max(loops.DEPTHWISE_ROWS_LOOP_WIDTH, loops.DEPTHWISE_PIXELS)
-                    and loops.vectorized_loop("depthwise_rows") is not None):
+                    and loops.can_vectorize()):
                 self.loop = loops.vectorized_loop("depthwise_rows")
                 self.kernel = np.array(kernel, np.int64)
                 self.buffers = (np.zeros(size, dtype), np.empty(math.prod(kernel), np.int64))
@@ -894,7 +894,7 @@ class _CompiledDirectPlan:
         return (len(x_shape) in (3, 4) and np.dtype(step.input_specs[0].dtype) == np.float32
                 and not (group == x_shape[1] and w_shape[1] == 1) and not pointwise
                 and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape))
-                and compiled.enabled() and compiled.loops().vectorized_loop("conv_direct") is not None)
+                and compiled.enabled() and compiled.loops().can_vectorize())
 
     def pack_weights(self, w: np.ndarray) -> np.ndarray:
         """(M, C / G, kh, kw) as (G, blocks, taps, block): each block's channels' weights per tap
