@@ -86,6 +86,7 @@ CASES = [  # x shape, w shape, Conv attributes
     ((1, 144, 8, 8), (144, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # a MobileNetV2 stage
     ((2, 5, 9, 37), (5, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # 3x3 rows of 37: the last steps move back
     ((1, 6, 13, 40), (12, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # stride 2, multiplier 2
+    ((1, 3, 11, 36), (3, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # stride 2, odd left pad and width
     ((1, 4, 10, 35), (4, 1, 5, 3), {"dilations": [2, 1], "pads": [4, 1, 4, 1]}),  # 5x3, dilated rows
 ]
 # Every case through both general loops, and through depthwise_rows where its plane qualifies
