@@ -759,6 +759,16 @@ class _DepthwisePlan:
                     np.copyto(target, src)
 
 
+def _loop_activation(ex, dtype: np.dtype) -> tuple:
+    """A conv step's fused activation as the compiled loops take it: (code, low, high) for the Relu
+    or Clip inside the loop (compiled.ACTIVATIONS), and the epilogue of any other kind, run after."""
+    kind = ex.attrs["activation"] or None
+    alpha, beta = ex.attrs["activation_alpha"], ex.attrs["activation_beta"]
+    low, high = (dtype.type(alpha), dtype.type(beta)) if kind == "clip" else (dtype.type(0),) * 2
+    after = None if kind in compiled.ACTIVATIONS else epilogue(kind, alpha, beta, dtype)
+    return compiled.ACTIVATIONS.get(kind, 0), low, high, after
+
+
 class _CompiledDepthwisePlan:
     """A 1-D or 2-D depthwise Conv (any channel multiplier) as one compiled loop
     (backends/numpy/compiled.py): the bias, the residual and a Relu or Clip inside it, another
@@ -775,12 +785,9 @@ class _CompiledDepthwisePlan:
         self.strides, self.dilations = (np.array(_as_2d(v, 1), np.int64) for v in (strides, dilations))
         self.pads = np.array(_as_2d(begin, 0), np.int64)
         self.multiplier = step.input_specs[1].shape[0] // step.input_specs[0].shape[1]
-        kind = ex.attrs["activation"] or None
-        self.activation = compiled.ACTIVATIONS.get(kind, 0)
-        alpha, beta = ex.attrs["activation_alpha"], ex.attrs["activation_beta"]
-        self.low, self.high = (dtype.type(alpha), dtype.type(beta)) if kind == "clip" else (dtype.type(0),) * 2
-        self.kind = None if kind in compiled.ACTIVATIONS else epilogue(kind, alpha, beta, dtype)
+        self.activation, self.low, self.high, self.kind = _loop_activation(ex, dtype)
         self.no_bias, self.no_residual = np.empty(0, dtype), np.empty((0, 0, 0, 0), dtype)
+        self.rows = False  # depthwise_rows, whose weights are (M, taps) and which takes the kernel
         # The loop for the output plane's size, and its work buffers, made here: a run allocates nothing.
         loops = compiled.loops()
         x_shape = (step.input_specs[0].shape[:2] + _as_2d(step.input_specs[0].shape[2:], 1))
@@ -796,7 +803,7 @@ class _CompiledDepthwisePlan:
             if (dtype == np.float32 and out_shape[2] >= loops.DEPTHWISE_ROWS
                     and out_shape[3] >= max(loops.DEPTHWISE_ROWS_LOOP_WIDTH, loops.DEPTHWISE_PIXELS)
                     and loops.can_vectorize()):
-                self.loop = loops.vectorized_loop("depthwise_rows")
+                self.loop, self.rows = loops.vectorized_loop("depthwise_rows"), True
                 self.kernel = np.array(kernel, np.int64)
                 self.buffers = (np.zeros(size, dtype), np.empty(math.prod(kernel), np.int64))
             else:
@@ -818,7 +825,7 @@ class _CompiledDepthwisePlan:
             residual = None if residual is None else residual[:, :, None]
         bias = self.no_bias if b is None else b
         residual = self.no_residual if residual is None else residual
-        if self.loop.__name__ == "depthwise_rows":
+        if self.rows:
             self.loop(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(len(w), -1), bias,
                       np.ascontiguousarray(residual), out, self.kernel, self.strides, self.dilations, self.pads,
                       self.multiplier, self.activation, self.low, self.high, *self.buffers)
@@ -862,18 +869,15 @@ class _CompiledDirectPlan:
         if stride_w == 1 and out_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
             self.loop_name, self.block = "conv_rows", loops.ROWS_CHANNELS
             self.layout = (tap_offsets.astype(np.intp), stride_h * padded_w, out_w)
+            self.buffers = ()
         else:
             self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
             oy, ox = np.meshgrid(np.arange(out_h), np.arange(out_w), indexing="ij")
             pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
             self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
-            self.tile = np.empty(loops.DIRECT_TILE * self.block, np.float32)
+            self.buffers = (np.empty(loops.DIRECT_TILE * self.block, np.float32),)  # its tile
         self.loop = loops.vectorized_loop(self.loop_name)
-        kind = ex.attrs["activation"] or None
-        self.activation = compiled.ACTIVATIONS.get(kind, 0)
-        alpha, beta = ex.attrs["activation_alpha"], ex.attrs["activation_beta"]
-        self.low, self.high = (np.float32(alpha), np.float32(beta)) if kind == "clip" else (np.float32(0),) * 2
-        self.kind = None if kind in compiled.ACTIVATIONS else epilogue(kind, alpha, beta, np.dtype(np.float32))
+        self.activation, self.low, self.high, self.kind = _loop_activation(ex, np.dtype(np.float32))
         self.no_residual = np.empty((0, 0, 0), np.float32)
         values = list(step.input_values or []) + [None] * 3
         self.weights = self.bias = None
@@ -923,12 +927,8 @@ class _CompiledDirectPlan:
         weights = self.pack_weights(w) if self.weights is None else self.weights
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)
-        if self.loop_name == "conv_rows":
-            self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
-                      self.low, self.high)
-        else:
-            self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
-                      self.low, self.high, self.tile)
+        self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
+                  self.low, self.high, *self.buffers)
         if self.kind is not None:
             self.kind(out, out)
 
