@@ -20,6 +20,13 @@ import os
 import sys
 
 COMPILED_ENV = "WGNN_NUMPY_COMPILED"  # "0": the numpy plans only (tests, A/B runs)
+THREADS_ENV = "WGNN_NUMPY_THREADS"  # threads of the register-blocked conv loops (default: the cores)
+# Convs of fewer multiply-adds run their loop on one thread (threads_for). A Conv + Relu
+# model alone, one thread against two (/tmp/w/thrconv.py, median of 300 runs): 3x3 16 -> 16
+# at 16x16 (0.59 M) x1.14, at 24x24 (1.3 M) x0.91, at 48x48 x0.80; 3x3/2 32 -> 32 at 16x16 (0.59 M)
+# x1.49; depthwise 3x3 16 channels at 16x16 (37 K) x1.02, at 32x32 (147 K) x0.88, 96 at 32x32 x0.65.
+THREADED_CONV_MULTIPLY_ADDS = 3_000_000
+THREADED_DEPTHWISE_MULTIPLY_ADDS = 300_000
 # Activations the loop applies itself (the rest run as numpy after it): kind -> code.
 ACTIVATIONS = {None: 0, "relu": 1, "clip": 2}
 
@@ -38,12 +45,43 @@ def started() -> bool:
 
 
 def describe() -> str:
-    """Whether the compiled loops run here, for reports: "numba 0.68.1", or why not."""
+    """Whether the compiled loops run here, for reports: "numba 0.68.1, 2 threads (omp)", or why not."""
     if _numba() is None:
         return "off (numba not installed)"
     if not enabled():
         return f"off ({COMPILED_ENV}=0)"
-    return f"numba {_numba().__version__}"
+    count = threads()
+    layer = loops().threading_layer()
+    return f"numba {_numba().__version__}, {count} thread{'s' if count > 1 else ''}" + (f" ({layer})" if layer else "")
+
+
+def threads() -> int:
+    """Threads the register-blocked conv loops share their work among: WGNN_NUMPY_THREADS, else the
+    cores this process may run on (at most numba's NUMBA_NUM_THREADS). One where numba's threading
+    layer is its workqueue: a parallel region starts there in about 90 us against 2 us with
+    OpenMP (docs/performance.md, "Two threads in the compiled loops")."""
+    setting = os.environ.get(THREADS_ENV, "").strip()
+    if setting:
+        if not setting.isdigit() or int(setting) < 1:
+            raise ValueError(f"{THREADS_ENV}={setting!r}: expected a whole number of threads, 1 or more")
+        wanted = int(setting)
+    else:
+        wanted = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if wanted == 1 or loops().threading_layer() is None:
+        return 1
+    return max(1, min(wanted, _numba().config.NUMBA_NUM_THREADS))
+
+
+def threads_for(multiply_adds: int, threaded_from: int) -> int:
+    """threads() for a loop of this many multiply-adds; one below `threaded_from`, where starting
+    the second thread and moving the data to its core cost more than its half of the work saves."""
+    return threads() if multiply_adds >= threaded_from else 1
+
+
+def workers(count: int) -> int:
+    """The threads a loop prepared for `count` may start now: `count`, but one in a process forked
+    after the loops were imported (GNU OpenMP's threads do not survive a fork)."""
+    return count if os.getpid() == loops().IMPORTED_BY else 1
 
 
 @functools.cache

@@ -2,6 +2,9 @@
 only where numba is installed: it compiles each loop per dtype at its first call and caches the
 machine code on disk (`cache=True`), so a later process loads it. The loops allocate nothing:
 their work buffers are the caller's, made when it prepares (backends/numpy/conv.py)."""
+import functools
+import os
+
 import numba
 import numpy as np
 from llvmlite import ir as llvm_ir
@@ -14,6 +17,26 @@ index = np.uintp
 # Output planes up to this many pixels run depthwise_channels_inner: 3x3 depthwise + Clip with 64
 # pixels took it x0.25-0.74 of depthwise_phases's time, with 256 x1.0-1.5, with 784 and more x1.6-3.
 CHANNELS_INNER_PIXELS = 100
+GOMP_SPIN_TURNS = 10_000
+# The process that imported the loops: a child forked from it runs them on one thread.
+IMPORTED_BY = os.getpid()
+
+
+@functools.cache
+def threading_layer() -> str | None:
+    """numba's threading layer when it starts a parallel region fast enough for a conv step (OpenMP
+    or TBB: about 2 us here), else None (its workqueue: about 90 us). Loads the layer: numba picks
+    TBB, then OpenMP, then the workqueue, unless NUMBA_THREADING_LAYER says."""
+    from numba.np.ufunc import parallel
+
+    if "OMP_WAIT_POLICY" not in os.environ:
+        # GNU OpenMP's idle threads spin before they sleep: by default over 3 ms after a loop, a core
+        # taken from whatever runs next; 10000 turns (about 0.5 ms here) still span the numpy steps
+        # between two threaded loops. Read when libgomp loads: a process that loaded it before keeps its own.
+        os.environ.setdefault("GOMP_SPINCOUNT", str(GOMP_SPIN_TURNS))
+    parallel._launch_threads()
+    layer = numba.threading_layer()
+    return layer if layer in ("omp", "tbb") else None
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
@@ -335,61 +358,94 @@ def stack_array(typingctx, size, dtype):
     return types.CPointer(item)(size, dtype), codegen
 
 
-@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tile):
-    """A grouped conv from its zero-padded input, without im2col: out[n, g * mg + m, p] = bias +
-    sum over taps t of weights[g, m // 16, t, m % 16] * x[n, g * group_size + tap_offsets[t] +
-    pixel_offsets[p]] (+ residual[n, g * mg + m, p]), then Relu (activation 1) or a clip to
-    [low, high] (2). x: (N, C * padded plane) flat per batch; weights: (G, blocks, taps, 16),
-    channels past mg zero; bias: (G * blocks * 16,); residual: (N, M, P) or size 0; out: (N, M, P);
-    tile: DIRECT_TILE * DIRECT_CHANNELS elements. NaN passes the clip as in numpy.
+@intrinsic
+def claim(typingctx, counter):
+    """The next work item of a loop whose threads share its items: counter[0] (an int64 array),
+    then one added to it, as one atomic step."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
 
-    Each step sums 4 pixels x 16 channels over every tap: a tap costs one load of 16 weights,
-    four broadcast inputs and four 16-wide multiply-adds, all in registers. Needs the SLP
-    vectorizer (vectorized_loop compiles it so)."""
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", array.data, context.get_constant(types.int64, 1), "monotonic")
+
+    return types.int64(counter), codegen
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tile, counter):
+    """conv_direct's work on one thread: it claims tiles of DIRECT_TILE output pixels of one group of
+    one batch entry (counter: the next tile, shared by the threads) until none is left."""
     batch, channels_out, pixels = out.shape
     groups, blocks, taps, _ = weights.shape
     group_size = x.shape[1] // groups
     mg = channels_out // groups
     has_residual = residual.size > 0
+    per_plane = -(-pixels // DIRECT_TILE)
     sums = numba.carray(stack_array(DIRECT_BLOCK, x.dtype), DIRECT_BLOCK)
     offsets = numba.carray(stack_array(DIRECT_PIXELS, np.intp), DIRECT_PIXELS)
-    for n in range(batch):
+    item = claim(counter)
+    while item < batch * groups * per_plane:
+        n, g = item // (groups * per_plane), item // per_plane % groups
+        first = item % per_plane * DIRECT_TILE
+        item = claim(counter)
         source = x[n]
-        for g in range(groups):
-            base = g * group_size
-            for first in range(0, pixels, DIRECT_TILE):
-                count = min(DIRECT_TILE, pixels - first)
-                for block in range(blocks):
-                    w = weights[g, block]
-                    bias_at = (g * blocks + block) * DIRECT_CHANNELS
-                    for step in range(0, count, DIRECT_PIXELS):
-                        for j in range(DIRECT_PIXELS):  # past the last pixel: the last again
-                            offsets[j] = base + pixel_offsets[index(min(first + step + j, pixels - 1))]
-                        for j in range(DIRECT_PIXELS):
-                            for c in range(DIRECT_CHANNELS):
-                                sums[j * DIRECT_CHANNELS + c] = bias[index(bias_at + c)]
-                        for t in range(taps):
-                            at = tap_offsets[index(t)]
-                            for j in range(DIRECT_PIXELS):
-                                value = source[index(at + offsets[j])]
-                                for c in range(DIRECT_CHANNELS):
-                                    sums[j * DIRECT_CHANNELS + c] += value * w[index(t), index(c)]
-                        for i in range(DIRECT_BLOCK):
-                            tile[index(step * DIRECT_CHANNELS + i)] = sums[i]
-                    for c in range(min(DIRECT_CHANNELS, mg - block * DIRECT_CHANNELS)):
-                        m = g * mg + block * DIRECT_CHANNELS + c
-                        row = out[n, m]
-                        for p in range(count):
-                            value = tile[index(p * DIRECT_CHANNELS + c)]
-                            if has_residual:
-                                value += residual[n, m, index(first + p)]
-                            if activation == 1:
-                                value = 0 if value < 0 else value
-                            elif activation == 2:
-                                value = low if value < low else value
-                                value = high if value > high else value
-                            row[index(first + p)] = value
+        base = g * group_size
+        count = min(DIRECT_TILE, pixels - first)
+        for block in range(blocks):
+            w = weights[g, block]
+            bias_at = (g * blocks + block) * DIRECT_CHANNELS
+            for step in range(0, count, DIRECT_PIXELS):
+                for j in range(DIRECT_PIXELS):  # past the last pixel: the last again
+                    offsets[j] = base + pixel_offsets[index(min(first + step + j, pixels - 1))]
+                for j in range(DIRECT_PIXELS):
+                    for c in range(DIRECT_CHANNELS):
+                        sums[j * DIRECT_CHANNELS + c] = bias[index(bias_at + c)]
+                for t in range(taps):
+                    at = tap_offsets[index(t)]
+                    for j in range(DIRECT_PIXELS):
+                        value = source[index(at + offsets[j])]
+                        for c in range(DIRECT_CHANNELS):
+                            sums[j * DIRECT_CHANNELS + c] += value * w[index(t), index(c)]
+                for i in range(DIRECT_BLOCK):
+                    tile[index(step * DIRECT_CHANNELS + i)] = sums[i]
+            for c in range(min(DIRECT_CHANNELS, mg - block * DIRECT_CHANNELS)):
+                m = g * mg + block * DIRECT_CHANNELS + c
+                row = out[n, m]
+                for p in range(count):
+                    value = tile[index(p * DIRECT_CHANNELS + c)]
+                    if has_residual:
+                        value += residual[n, m, index(first + p)]
+                    if activation == 1:
+                        value = 0 if value < 0 else value
+                    elif activation == 2:
+                        value = low if value < low else value
+                        value = high if value > high else value
+                    row[index(first + p)] = value
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
+def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tiles, counter,
+                workers):
+    """A grouped conv from its zero-padded input, without im2col: out[n, g * mg + m, p] = bias +
+    sum over taps t of weights[g, m // 16, t, m % 16] * x[n, g * group_size + tap_offsets[t] +
+    pixel_offsets[p]] (+ residual[n, g * mg + m, p]), then Relu (activation 1) or a clip to
+    [low, high] (2). x: (N, C * padded plane) flat per batch; weights: (G, blocks, taps, 16),
+    channels past mg zero; bias: (G * blocks * 16,); residual: (N, M, P) or size 0; out: (N, M, P);
+    tiles: (workers, DIRECT_TILE * DIRECT_CHANNELS); counter: one int64. NaN passes the clip as in
+    numpy. `workers` threads share the tiles of output pixels (threads_for says how many may run).
+
+    Each step sums 4 pixels x 16 channels over every tap: a tap costs one load of 16 weights,
+    four broadcast inputs and four 16-wide multiply-adds, all in registers. Needs the SLP
+    vectorizer (vectorized_loop compiles it so)."""
+    counter[0] = 0
+    if workers == 1:
+        direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tiles[0],
+                     counter)
+    else:
+        for worker in numba.prange(workers):
+            direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high,
+                         tiles[worker], counter)
 
 
 # conv_rows's register block: ROWS_CHANNELS output channels x ROWS_PIXELS neighbouring pixels of
@@ -399,20 +455,77 @@ def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, act
 ROWS_CHANNELS = 4
 ROWS_PIXELS = 16
 ROWS_BLOCK = ROWS_CHANNELS * ROWS_PIXELS
+# conv_rows's threads share an output row in chunks of this many pixels (whole rows up to it).
+ROWS_CHUNK = 128
 # Convs with column stride 1 and output rows at least this wide (ROWS_PIXELS or more) take
 # conv_rows, the rest conv_direct: read by the plans only (tests move it), never inside a loop.
 ROWS_LOOP_WIDTH = ROWS_PIXELS
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def conv_rows(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high):
+def row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter):
+    """conv_rows's work on one thread: it claims chunks of ROWS_CHUNK pixels of an output row (one
+    group of one batch entry; counter: the next chunk, shared by the threads) until none is left."""
+    batch, channels_out, pixels = out.shape
+    groups, blocks, taps, _ = weights.shape
+    group_size = x.shape[1] // groups
+    mg = channels_out // groups
+    out_h = pixels // out_w
+    per_row = -(-out_w // ROWS_CHUNK)
+    has_residual = residual.size > 0
+    sums = numba.carray(stack_array(ROWS_BLOCK, x.dtype), ROWS_BLOCK)
+    item = claim(counter)
+    while item < batch * groups * out_h * per_row:
+        n, g = item // (groups * out_h * per_row), item // (out_h * per_row) % groups
+        oy, chunk = item // per_row % out_h, item % per_row * ROWS_CHUNK
+        item = claim(counter)
+        source = x[n]
+        for done in range(chunk, min(chunk + ROWS_CHUNK, out_w), ROWS_PIXELS):
+            first = oy * out_w + min(done, out_w - ROWS_PIXELS)  # the step's first output pixel
+            at = g * group_size + oy * row_step + min(done, out_w - ROWS_PIXELS)
+            for block in range(blocks):
+                w = weights[g, block]
+                bias_at = (g * blocks + block) * ROWS_CHANNELS
+                for i in range(ROWS_CHANNELS):
+                    for j in range(ROWS_PIXELS):
+                        sums[i * ROWS_PIXELS + j] = bias[index(bias_at + i)]
+                for t in range(taps):
+                    row = at + tap_offsets[index(t)]
+                    for i in range(ROWS_CHANNELS):
+                        weight = w[index(t), index(i)]
+                        for j in range(ROWS_PIXELS):
+                            sums[i * ROWS_PIXELS + j] += weight * source[index(row + j)]
+                count = min(ROWS_CHANNELS, mg - block * ROWS_CHANNELS)
+                m0 = g * mg + block * ROWS_CHANNELS
+                if has_residual:
+                    for i in range(ROWS_CHANNELS):
+                        if i < count:
+                            line = residual[n, index(m0 + i)]
+                            for j in range(ROWS_PIXELS):
+                                sums[i * ROWS_PIXELS + j] += line[index(first + j)]
+                if activation == 1:
+                    for k in range(ROWS_BLOCK):
+                        sums[k] = 0 if sums[k] < 0 else sums[k]
+                elif activation == 2:
+                    for k in range(ROWS_BLOCK):
+                        value = low if sums[k] < low else sums[k]
+                        sums[k] = high if value > high else value
+                for i in range(ROWS_CHANNELS):
+                    if i < count:
+                        line = out[n, index(m0 + i)]
+                        for j in range(ROWS_PIXELS):
+                            line[index(first + j)] = sums[i * ROWS_PIXELS + j]
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
+def conv_rows(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter, workers):
     """A grouped conv with column stride 1 from its zero-padded input, without im2col, along output
     rows of at least 16 pixels: out[n, g * mg + m, oy * out_w + ox] = bias + sum over taps t of
     weights[g, m // 4, t, m % 4] * x[n, g * group_size + tap_offsets[t] + oy * row_step + ox]
     (+ residual), then Relu (activation 1) or a clip to [low, high] (2). x: (N, C * padded plane)
     flat per batch; weights: (G, blocks, taps, 4), channels past mg zero; bias: (G * blocks * 4,);
-    residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or residual. NaN
-    passes the clip as in numpy.
+    residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or residual; counter:
+    one int64. NaN passes the clip as in numpy. `workers` threads share the chunks of output rows.
 
     Each step sums 4 channels x 16 pixels over every tap: one 16-wide load of the input row,
     four broadcast weights and four multiply-adds, all in registers; its results are four
@@ -420,52 +533,12 @@ def conv_rows(x, weights, bias, residual, out, tap_offsets, row_step, out_w, act
     to end at the row's end and stores a few pixels again, the same values (storing only the new
     ones keeps the sums out of registers: x1.5-2.5 the time on 1x1 convs). Needs the SLP
     vectorizer (vectorized_loop compiles it so)."""
-    batch, channels_out, pixels = out.shape
-    groups, blocks, taps, _ = weights.shape
-    group_size = x.shape[1] // groups
-    mg = channels_out // groups
-    out_h = pixels // out_w
-    has_residual = residual.size > 0
-    sums = numba.carray(stack_array(ROWS_BLOCK, x.dtype), ROWS_BLOCK)
-    for n in range(batch):
-        source = x[n]
-        for g in range(groups):
-            for oy in range(out_h):
-                for done in range(0, out_w, ROWS_PIXELS):
-                    first = oy * out_w + min(done, out_w - ROWS_PIXELS)  # the step's first output pixel
-                    at = g * group_size + oy * row_step + min(done, out_w - ROWS_PIXELS)
-                    for block in range(blocks):
-                        w = weights[g, block]
-                        bias_at = (g * blocks + block) * ROWS_CHANNELS
-                        for i in range(ROWS_CHANNELS):
-                            for j in range(ROWS_PIXELS):
-                                sums[i * ROWS_PIXELS + j] = bias[index(bias_at + i)]
-                        for t in range(taps):
-                            row = at + tap_offsets[index(t)]
-                            for i in range(ROWS_CHANNELS):
-                                weight = w[index(t), index(i)]
-                                for j in range(ROWS_PIXELS):
-                                    sums[i * ROWS_PIXELS + j] += weight * source[index(row + j)]
-                        count = min(ROWS_CHANNELS, mg - block * ROWS_CHANNELS)
-                        m0 = g * mg + block * ROWS_CHANNELS
-                        if has_residual:
-                            for i in range(ROWS_CHANNELS):
-                                if i < count:
-                                    line = residual[n, index(m0 + i)]
-                                    for j in range(ROWS_PIXELS):
-                                        sums[i * ROWS_PIXELS + j] += line[index(first + j)]
-                        if activation == 1:
-                            for k in range(ROWS_BLOCK):
-                                sums[k] = 0 if sums[k] < 0 else sums[k]
-                        elif activation == 2:
-                            for k in range(ROWS_BLOCK):
-                                value = low if sums[k] < low else sums[k]
-                                sums[k] = high if value > high else value
-                        for i in range(ROWS_CHANNELS):
-                            if i < count:
-                                line = out[n, index(m0 + i)]
-                                for j in range(ROWS_PIXELS):
-                                    line[index(first + j)] = sums[i * ROWS_PIXELS + j]
+    counter[0] = 0
+    if workers == 1:
+        row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter)
+    else:
+        for _ in numba.prange(workers):
+            row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter)
 
 
 # depthwise_rows's register block: DEPTHWISE_ROWS output rows x DEPTHWISE_PIXELS pixels of one channel.
@@ -478,70 +551,91 @@ DEPTHWISE_ROWS_LOOP_WIDTH = DEPTHWISE_PIXELS
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation, low, high,
-                   phases, offsets):
-    """depthwise_phases's conv (same arguments but w: (M, taps) and kernel: (kh, kw)) on output
-    planes of at least 4 rows of 16 pixels, without its sums: each step sums 4 rows x 16 pixels
-    of one channel over every tap in registers and stores them with the bias, residual and
-    activation, one pass over the output. A plane's last steps move back to end at its edges and
-    store a few pixels again, the same values (out shares no memory with x or residual). offsets:
-    a buffer of kh * kw. Needs the SLP vectorizer (vectorized_loop compiles it so)."""
+def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation, low,
+                         high, phases, offsets, counter):
+    """depthwise_rows's work on one thread: it claims output planes (one channel of one batch entry;
+    counter: the next plane, shared by the threads) until none is left, each through its own
+    phases buffer."""
     batch, channels_out, out_h, out_w = out.shape
     kernel_h, kernel_w = kernel[0], kernel[1]
     taps = kernel_h * kernel_w
     cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel_h, kernel_w), strides, dilations, pads)
     grid = cells_h * cells_w
-    for ky in range(kernel_h):
-        for kx in range(kernel_w):
-            offsets[ky * kernel_w + kx] = tap_offset(ky, kx, strides, dilations, grid, cells_w)
     has_bias, has_residual = bias.size > 0, residual.size > 0
     three_by_three = (kernel_h == 3 and kernel_w == 3 and strides[0] == 1 and strides[1] == 1
                       and dilations[0] == 1 and dilations[1] == 1)
     sums = numba.carray(stack_array(DEPTHWISE_BLOCK, x.dtype), DEPTHWISE_BLOCK)
-    for n in range(batch):
-        for m in range(channels_out):
-            fill_phases(x[n, m // multiplier], phases, strides, pads, grid, cells_w)
-            weights, target = w[m], out[n, m]
-            start = bias[m] if has_bias else 0
-            for rows_done in range(0, out_h, DEPTHWISE_ROWS):
-                oy = min(rows_done, out_h - DEPTHWISE_ROWS)
-                for done in range(0, out_w, DEPTHWISE_PIXELS):
-                    ox = min(done, out_w - DEPTHWISE_PIXELS)
-                    at = oy * cells_w + ox
-                    for k in range(DEPTHWISE_BLOCK):
-                        sums[k] = start
-                    if three_by_three:
-                        # Constant offsets: the loads that several rows share are made once
-                        # (x0.77 of the tap loop's time at 144 x 56 x 56).
-                        for ky in range(3):
-                            for kx in range(3):
-                                weight = weights[index(ky * 3 + kx)]
-                                for i in range(DEPTHWISE_ROWS):
-                                    for j in range(DEPTHWISE_PIXELS):
-                                        sums[i * DEPTHWISE_PIXELS + j] += \
-                                            weight * phases[index(at + (i + ky) * cells_w + kx + j)]
-                    else:
-                        for t in range(taps):
-                            first = at + offsets[t]
-                            weight = weights[index(t)]
+    item = claim(counter)
+    while item < batch * channels_out:
+        n, m = item // channels_out, item % channels_out
+        item = claim(counter)
+        fill_phases(x[n, m // multiplier], phases, strides, pads, grid, cells_w)
+        weights, target = w[m], out[n, m]
+        start = bias[m] if has_bias else 0
+        for rows_done in range(0, out_h, DEPTHWISE_ROWS):
+            oy = min(rows_done, out_h - DEPTHWISE_ROWS)
+            for done in range(0, out_w, DEPTHWISE_PIXELS):
+                ox = min(done, out_w - DEPTHWISE_PIXELS)
+                at = oy * cells_w + ox
+                for k in range(DEPTHWISE_BLOCK):
+                    sums[k] = start
+                if three_by_three:
+                    # Constant offsets: the loads that several rows share are made once
+                    # (x0.77 of the tap loop's time at 144 x 56 x 56).
+                    for ky in range(3):
+                        for kx in range(3):
+                            weight = weights[index(ky * 3 + kx)]
                             for i in range(DEPTHWISE_ROWS):
                                 for j in range(DEPTHWISE_PIXELS):
-                                    sums[i * DEPTHWISE_PIXELS + j] += weight * phases[index(first + i * cells_w + j)]
-                    if has_residual:
-                        extra = residual[n, m]
+                                    sums[i * DEPTHWISE_PIXELS + j] += \
+                                        weight * phases[index(at + (i + ky) * cells_w + kx + j)]
+                else:
+                    for t in range(taps):
+                        first = at + offsets[t]
+                        weight = weights[index(t)]
                         for i in range(DEPTHWISE_ROWS):
                             for j in range(DEPTHWISE_PIXELS):
-                                sums[i * DEPTHWISE_PIXELS + j] += extra[index(oy + i), index(ox + j)]
-                    if activation == 1:
-                        for k in range(DEPTHWISE_BLOCK):
-                            sums[k] = 0 if sums[k] < 0 else sums[k]
-                    elif activation == 2:
-                        for k in range(DEPTHWISE_BLOCK):
-                            value = low if sums[k] < low else sums[k]
-                            sums[k] = high if value > high else value
+                                sums[i * DEPTHWISE_PIXELS + j] += weight * phases[index(first + i * cells_w + j)]
+                if has_residual:
+                    extra = residual[n, m]
                     for i in range(DEPTHWISE_ROWS):
                         for j in range(DEPTHWISE_PIXELS):
-                            target[index(oy + i), index(ox + j)] = sums[i * DEPTHWISE_PIXELS + j]
+                            sums[i * DEPTHWISE_PIXELS + j] += extra[index(oy + i), index(ox + j)]
+                if activation == 1:
+                    for k in range(DEPTHWISE_BLOCK):
+                        sums[k] = 0 if sums[k] < 0 else sums[k]
+                elif activation == 2:
+                    for k in range(DEPTHWISE_BLOCK):
+                        value = low if sums[k] < low else sums[k]
+                        sums[k] = high if value > high else value
+                for i in range(DEPTHWISE_ROWS):
+                    for j in range(DEPTHWISE_PIXELS):
+                        target[index(oy + i), index(ox + j)] = sums[i * DEPTHWISE_PIXELS + j]
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
+def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation, low, high,
+                   phases, offsets, counter, workers):
+    """depthwise_phases's conv (same arguments but w: (M, taps) and kernel: (kh, kw)) on output
+    planes of at least 4 rows of 16 pixels, without its sums: each step sums 4 rows x 16 pixels
+    of one channel over every tap in registers and stores them with the bias, residual and
+    activation, one pass over the output. A plane's last steps move back to end at its edges and
+    store a few pixels again, the same values (out shares no memory with x or residual). phases:
+    (workers, phase_grid's size), zeroed once; offsets: a buffer of kh * kw; counter: one int64.
+    `workers` threads share the output planes. Needs the SLP vectorizer (vectorized_loop compiles
+    it so)."""
+    cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel[0], kernel[1]), strides, dilations, pads)
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            offsets[ky * kernel[1] + kx] = tap_offset(ky, kx, strides, dilations, cells_h * cells_w, cells_w)
+    counter[0] = 0
+    if workers == 1:
+        depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation,
+                             low, high, phases[0], offsets, counter)
+    else:
+        for worker in numba.prange(workers):
+            depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier,
+                                 activation, low, high, phases[worker], offsets, counter)
 
 
 _F32, _I64 = types.float32, types.int64
@@ -556,12 +650,12 @@ def _read(dtype, ndim: int):
 # The one signature each register-blocked loop is compiled for.
 VECTORIZED_SIGNATURES = {
     "conv_direct": (_read(_F32, 2), _read(_F32, 4), _read(_F32, 1), _read(_F32, 3), _F32[:, :, ::1],
-                    _read(types.intp, 1), _read(types.intp, 1), _I64, _F32, _F32, _F32[::1]),
+                    _read(types.intp, 1), _read(types.intp, 1), _I64, _F32, _F32, _F32[:, ::1], _I64[::1], _I64),
     "conv_rows": (_read(_F32, 2), _read(_F32, 4), _read(_F32, 1), _read(_F32, 3), _F32[:, :, ::1],
-                  _read(types.intp, 1), _I64, _I64, _I64, _F32, _F32),
+                  _read(types.intp, 1), _I64, _I64, _I64, _F32, _F32, _I64[::1], _I64),
     "depthwise_rows": (_read(_F32, 4), _read(_F32, 2), _read(_F32, 1), _read(_F32, 4), _F32[:, :, :, ::1],
                        _read(_I64, 1), _read(_I64, 1), _read(_I64, 1), _read(_I64, 1), _I64, _I64, _F32, _F32,
-                       _F32[::1], _I64[::1]),
+                       _F32[:, ::1], _I64[::1], _I64[::1], _I64),
 }
 
 

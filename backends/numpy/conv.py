@@ -788,6 +788,7 @@ class _CompiledDepthwisePlan:
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, dtype)
         self.no_bias, self.no_residual = np.empty(0, dtype), np.empty((0, 0, 0, 0), dtype)
         self.rows = False  # depthwise_rows, whose weights are (M, taps) and which takes the kernel
+        self.threads = 1  # depthwise_rows's threads (the other loops run on one)
         # The loop for the output plane's size, and its work buffers, made here: a run allocates nothing.
         loops = compiled.loops()
         x_shape = (step.input_specs[0].shape[:2] + _as_2d(step.input_specs[0].shape[2:], 1))
@@ -805,7 +806,10 @@ class _CompiledDepthwisePlan:
                     and loops.can_vectorize()):
                 self.loop, self.rows = loops.vectorized_loop("depthwise_rows"), True
                 self.kernel = np.array(kernel, np.int64)
-                self.buffers = (np.zeros(size, dtype), np.empty(math.prod(kernel), np.int64))
+                self.threads = compiled.threads_for(math.prod(out_shape) * math.prod(kernel),
+                                                    compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
+                self.buffers = (np.zeros((self.threads, size), dtype), np.empty(math.prod(kernel), np.int64),
+                                np.zeros(1, np.int64))  # phases per thread, tap offsets, the next plane
             else:
                 self.loop = loops.depthwise_phases
                 self.buffers = (np.zeros(size, dtype), np.empty(out_shape[2] * cells_w, dtype))
@@ -828,7 +832,8 @@ class _CompiledDepthwisePlan:
         if self.rows:
             self.loop(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(len(w), -1), bias,
                       np.ascontiguousarray(residual), out, self.kernel, self.strides, self.dilations, self.pads,
-                      self.multiplier, self.activation, self.low, self.high, *self.buffers)
+                      self.multiplier, self.activation, self.low, self.high, *self.buffers,
+                      compiled.workers(self.threads))
         else:
             self.loop(x, w, bias, residual, out, self.strides, self.dilations, self.pads, self.multiplier,
                       self.activation, self.low, self.high, *self.buffers)
@@ -866,16 +871,22 @@ class _CompiledDirectPlan:
             self.interior = self.padded[:, :, top:top + height, left:left + width]
         channel, ky, kx = np.meshgrid(np.arange(c // group), np.arange(kernel_h), np.arange(kernel_w), indexing="ij")
         tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
-        if stride_w == 1 and out_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
+        multiply_adds = math.prod(out) * math.prod(w_shape[1:])
+        self.threads = compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS)
+        # A 1x1 conv with stride 1 and no padding reads its plane as one row.
+        plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and self.padded is None
+        row_w, row_step = (out_h * out_w, 0) if plane_is_row else (out_w, stride_h * padded_w)
+        if stride_w == 1 and row_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
             self.loop_name, self.block = "conv_rows", loops.ROWS_CHANNELS
-            self.layout = (tap_offsets.astype(np.intp), stride_h * padded_w, out_w)
-            self.buffers = ()
+            self.layout = (tap_offsets.astype(np.intp), row_step, row_w)
+            self.buffers = (np.zeros(1, np.int64),)  # the next chunk of a row
         else:
             self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
             oy, ox = np.meshgrid(np.arange(out_h), np.arange(out_w), indexing="ij")
             pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
             self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
-            self.buffers = (np.empty(loops.DIRECT_TILE * self.block, np.float32),)  # its tile
+            # a tile per thread, the next tile
+            self.buffers = (np.empty((self.threads, loops.DIRECT_TILE * self.block), np.float32), np.zeros(1, np.int64))
         self.loop = loops.vectorized_loop(self.loop_name)
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, np.dtype(np.float32))
         self.no_residual = np.empty((0, 0, 0), np.float32)
@@ -888,17 +899,22 @@ class _CompiledDirectPlan:
 
     @staticmethod
     def fits(step, group: int, strides, begin, end) -> bool:
-        """float32 1-D and 2-D convs but depthwise ones (their own loop) and 1x1 convs with stride 1
-        and no padding (a product as they are: numpy's BLAS ran them as fast as a compiled loop of
-        the same register blocks), with a residual of the output's shape, where the loops compile."""
+        """float32 1-D and 2-D convs but depthwise ones (their own loop), with a residual of the
+        output's shape, where the loops compile; 1x1 convs with stride 1 and no padding only where
+        they get threads: numpy's BLAS ran them on one thread as fast as a compiled loop of the same
+        register blocks."""
         x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
         residual = step.input_specs[3] if len(step.input_specs) > 3 else None
         pointwise = all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in strides) \
             and not any(begin) and not any(end)
+        multiply_adds = math.prod(step.output_specs[0].shape) * math.prod(w_shape[1:])
+        # (a small 1x1 conv is decided before numba would be imported)
         return (len(x_shape) in (3, 4) and np.dtype(step.input_specs[0].dtype) == np.float32
-                and not (group == x_shape[1] and w_shape[1] == 1) and not pointwise
+                and not (group == x_shape[1] and w_shape[1] == 1)
                 and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape))
-                and compiled.enabled() and compiled.loops().can_vectorize())
+                and not (pointwise and multiply_adds < compiled.THREADED_CONV_MULTIPLY_ADDS)
+                and compiled.enabled() and compiled.loops().can_vectorize()
+                and (not pointwise or compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS) > 1))
 
     def pack_weights(self, w: np.ndarray) -> np.ndarray:
         """(M, C / G, kh, kw) as (G, blocks, taps, block): each block's channels' weights per tap
@@ -928,7 +944,7 @@ class _CompiledDirectPlan:
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)
         self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
-                  self.low, self.high, *self.buffers)
+                  self.low, self.high, *self.buffers, compiled.workers(self.threads))
         if self.kind is not None:
             self.kind(out, out)
 

@@ -7,6 +7,8 @@ with outputs not a multiple of a block's channels, planes under conv_direct's 4 
 multiple of conv_rows's 16. The Relu / Clip epilogue and float32 GELU bit for bit against numpy,
 LayerNorm on rows far from zero. numba is a test dependency; where it is missing, only the numpy
 plans' checks run."""
+import math
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -225,6 +227,122 @@ def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(width, loop,
         want, got = reference.run(None, feeds)[0], session.run(None, feeds)[0]
         assert np.isnan(got).sum() == np.isnan(want).sum() > 0
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def threaded_threads(monkeypatch) -> int:
+    """Makes every register-blocked conv loop prepared from here on share its work among two
+    threads (where numba's threading layer starts them fast enough); the threads they will use."""
+    monkeypatch.setenv(compiled.THREADS_ENV, "2")
+    monkeypatch.setattr(compiled, "THREADED_CONV_MULTIPLY_ADDS", 0)
+    monkeypatch.setattr(compiled, "THREADED_DEPTHWISE_MULTIPLY_ADDS", 0)
+    if compiled.threads() == 1:
+        pytest.skip(f"numba's threading layer here is {compiled._numba().threading_layer()}: no threads")
+    return compiled.threads()
+
+
+def run_with_threads(model, feeds):
+    """The output of a one-Conv model on numpy, and the threads its conv loop was prepared for."""
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+    return session.run(None, feeds)[0], ex.state["conv"].threads
+
+
+THREADED_CASES = [(x, w, g, a, {"activation": "Clip", "group": g}) for x, w, g, a in DIRECT_CASES] + [
+    ((2, 4, 300), (6, 4, 3), 1, {"pads": [1, 1]}, {"group": 1}),  # rows of 300: conv_rows's chunks of 128
+    ((2, 3, 6, 21), (3, 1, 3, 3), 3, {"pads": [1, 1, 1, 1]}, {"residual": [2, 3, 6, 21]}),  # depthwise_rows
+    ((1, 6, 13, 40), (12, 1, 3, 3), 6, {"strides": [2, 2], "pads": [1, 0, 0, 1]}, {"activation": "Relu"}),
+]
+
+
+@numba_missing
+@pytest.mark.parametrize("x_shape, w_shape, group, attrs, options", THREADED_CASES)
+def test_compiled_conv_loops_on_two_threads_give_one_threads_floats(x_shape, w_shape, group, attrs, options,
+                                                                     monkeypatch):
+    """Two threads claim the tiles, row chunks or planes of a conv one by one; each output element
+    is summed by one thread in the same order, so the floats are one thread's, bit for bit (and
+    onnxruntime's within rounding). Batch 2, residuals, rows in several chunks included."""
+    loops = compiled.loops()
+    model = depthwise_model(x_shape, w_shape, attrs, **options)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    if "residual" in options:
+        feeds["r"] = rng.standard_normal(options["residual"]).astype(np.float32)
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    for loop_width in (loops.ROWS_PIXELS, 10**9):  # conv_rows where the rows take it, then conv_direct
+        monkeypatch.setattr(loops, "ROWS_LOOP_WIDTH", loop_width)
+        monkeypatch.setenv(compiled.THREADS_ENV, "1")
+        one, one_threads = run_with_threads(model, feeds)
+        count = threaded_threads(monkeypatch)
+        two, two_threads = run_with_threads(model, feeds)
+        assert (one_threads, two_threads) == (1, count) and count >= 2
+        np.testing.assert_array_equal(two, one)
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+        np.testing.assert_allclose(two, want, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+@pytest.mark.parametrize("x_shape, w_shape, options", [
+    ((2, 24, 9, 10), (20, 24, 1, 1), {"activation": "Relu"}),  # a plane of 90 pixels as one row
+    ((1, 6, 3, 5), (10, 6, 1, 1), {"residual": [1, 10, 3, 5], "activation": "Clip"}),  # 15 pixels: conv_direct
+])
+def test_pointwise_convs_take_the_compiled_loops_only_with_threads(x_shape, w_shape, options, monkeypatch):
+    """1x1 convs (stride 1, no padding) stay numpy products on one thread, where OpenBLAS is as fast;
+    with threads they run the register-blocked loops, their plane read as one row."""
+    model = depthwise_model(x_shape, w_shape, {}, group=1, **options)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    if "residual" in options:
+        feeds["r"] = rng.standard_normal(options["residual"]).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    monkeypatch.setenv(compiled.THREADS_ENV, "1")
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    assert "compiled" not in variants[0]
+    threaded_threads(monkeypatch)
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    loop = "conv_rows" if math.prod(x_shape[2:]) >= 16 else "conv_direct"
+    assert variants == [f"direct, compiled loop ({loop})"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_threads_setting(monkeypatch):
+    """WGNN_NUMPY_THREADS: a count of 1 or more (1: no threads), else an error naming it; small
+    convs keep one thread; a process forked after the loops were imported runs them on one."""
+    monkeypatch.setenv(compiled.THREADS_ENV, "two")
+    with pytest.raises(ValueError, match="WGNN_NUMPY_THREADS='two'"):
+        compiled.threads()
+    monkeypatch.setenv(compiled.THREADS_ENV, "0")
+    with pytest.raises(ValueError, match="WGNN_NUMPY_THREADS"):
+        compiled.threads()
+    if compiled._numba() is None:
+        return
+    monkeypatch.setenv(compiled.THREADS_ENV, "1")
+    assert compiled.threads() == 1 and "1 thread" in compiled.describe()
+    monkeypatch.setenv(compiled.THREADS_ENV, "2")
+    count = compiled.threads()
+    assert compiled.threads_for(10**9, 1000) == count and compiled.threads_for(999, 1000) == 1
+    assert compiled.workers(count) == count
+    monkeypatch.setattr(compiled.loops(), "IMPORTED_BY", -1)  # as in a forked child
+    assert compiled.workers(count) == 1
+
+
+@numba_missing
+def test_threaded_conv_runs_in_a_forked_child(monkeypatch):
+    """A child forked after its parent ran a threaded conv (GNU OpenMP's threads do not survive a
+    fork) runs the same session on one thread and gets the same floats."""
+    import os
+
+    threaded_threads(monkeypatch)
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    model = depthwise_model((1, 8, 20, 24), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, group=1)
+    feeds = {"x": rng.standard_normal((1, 8, 20, 24)).astype(np.float32)}
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    want = session.run(None, feeds)[0]
+    child = os.fork()
+    if child == 0:  # the child: exit code 0 when its output is the parent's
+        try:
+            os._exit(0 if np.array_equal(session.run(None, feeds)[0], want) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @numba_missing

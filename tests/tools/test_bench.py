@@ -48,12 +48,15 @@ def test_numpy_per_op_names_each_steps_path(compiled_loops):
     result = json.loads(done.stdout)
     kernels = {row["op_type"]: row["kernel"] for row in result["per_op"]["rows"]}
     blocks = [row["kernel"] for row in result["per_op"]["rows"] if row["op_type"] == "ConvDwPwExpand"]
-    # (the pointwise products go in bands of columns where numpy's BLAS has a small-product kernel)
-    assert all(re.fullmatch(r"dw: .*; pw: matmul(, \d+ bands)?; ex: matmul(, \d+ bands)?", k) for k in blocks)
+    # (the pointwise products go in bands of columns where numpy's BLAS has a small-product kernel;
+    # large ones through a compiled loop where it has threads)
+    pointwise = r"(matmul(, \d+ bands)?|direct, compiled loop \(conv_(rows|direct)\))"
+    assert all(re.fullmatch(rf"dw: .*; pw: {pointwise}; ex: {pointwise}", k) for k in blocks)
     if compiled_loops == "1" and compiled._numba() is not None:
         assert all(k.startswith("dw: depthwise, compiled loop (depthwise_") for k in blocks)
         assert kernels["Conv"] == "direct, compiled loop (conv_direct)"
-        assert result["numpy_compiled"] == f"numba {compiled._numba().__version__}"
+        assert re.fullmatch(rf"numba {re.escape(compiled._numba().__version__)}, \d+ threads?( \((omp|tbb)\))?",
+                            result["numpy_compiled"])
     else:
         assert any("dw: depthwise " in k and "ch, 4 phases" in k for k in blocks)
         assert kernels["Conv"].startswith("im2col")
