@@ -6,6 +6,12 @@ tokens (numba, an optional dependency: `pip install wgnn[cpu]`; backends/numpy/c
 Without numba, or with WGNN_NUMPY_COMPILED=0, the backend runs its numpy plans, which the loops
 are tested against.
 
+The register-blocked conv loops (and, where they get threads, large 1x1 convs) share their work
+among threads in a numba parallel region: WGNN_NUMPY_THREADS, else the cores this process may
+use; one for small convs (threads_for), where numba has only its workqueue layer, and in a process
+forked after the loops were imported. Each output element is summed by one thread, so any count
+gives the same floats.
+
 Measured (docs/performance.md, "Compiled depthwise convolutions" and the three sections after it):
 a 3x3 depthwise + Clip in x0.44-0.67 of the numpy plan's time at MobileNetV2's shapes, then its
 nine taps in one pass x0.63-0.94 of that; the compiled Clip x0.45-0.6 of ndarray.clip's; zoo bert
