@@ -324,6 +324,39 @@ def test_numpy_threads_setting(monkeypatch):
 
 
 @numba_missing
+def test_threaded_convs_run_from_two_python_threads_at_once(monkeypatch):
+    """Two sessions with threaded conv loops, each run from its own Python thread at the same
+    time (OpenMP gives each calling thread its own team), give their one-thread floats."""
+    import threading
+
+    models = [depthwise_model((1, 8, 20, 24), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, group=1, activation="Relu"),
+              depthwise_model((2, 6, 30, 17), (6, 1, 3, 3), {"pads": [1, 1, 1, 1]})]
+    feeds = [{"x": rng.standard_normal((1, 8, 20, 24)).astype(np.float32)},
+             {"x": rng.standard_normal((2, 6, 30, 17)).astype(np.float32)}]
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    monkeypatch.setenv(compiled.THREADS_ENV, "1")
+    want = [run_with_threads(model, feed)[0] for model, feed in zip(models, feeds)]
+    threaded_threads(monkeypatch)
+    sessions = [wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]) for model in models]
+    assert all(ex.state["conv"].threads > 1 for s in sessions for seg in s.session.segments for _, ex in seg.steps)
+    got = [[], []]
+
+    def run(number):
+        for _ in range(20):
+            got[number].append(sessions[number].run(None, feeds[number])[0])
+
+    threads = [threading.Thread(target=run, args=(number,)) for number in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for number in range(2):
+        assert len(got[number]) == 20
+        for result in got[number]:
+            np.testing.assert_array_equal(result, want[number])
+
+
+@numba_missing
 def test_threaded_conv_runs_in_a_forked_child(monkeypatch):
     """A child forked after its parent ran a threaded conv (GNU OpenMP's threads do not survive a
     fork) runs the same session on one thread and gets the same floats."""
