@@ -358,6 +358,19 @@ def stack_array(typingctx, size, dtype):
     return types.CPointer(item)(size, dtype), codegen
 
 
+@numba.njit(cache=True, inline="always")
+def activate_block(sums, size, activation, low, high):
+    """activate() on a register block of stack sums, inlined into its loop (numba's IR), where the
+    unrolled block stays in registers."""
+    if activation == 1:
+        for k in range(size):
+            sums[k] = 0 if sums[k] < 0 else sums[k]
+    elif activation == 2:
+        for k in range(size):
+            value = low if sums[k] < low else sums[k]
+            sums[k] = high if value > high else value
+
+
 @intrinsic
 def claim(typingctx, counter):
     """The next work item of a loop whose threads share its items: counter[0] (an int64 array),
@@ -503,13 +516,7 @@ def row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, ac
                             line = residual[n, index(m0 + i)]
                             for j in range(ROWS_PIXELS):
                                 sums[i * ROWS_PIXELS + j] += line[index(first + j)]
-                if activation == 1:
-                    for k in range(ROWS_BLOCK):
-                        sums[k] = 0 if sums[k] < 0 else sums[k]
-                elif activation == 2:
-                    for k in range(ROWS_BLOCK):
-                        value = low if sums[k] < low else sums[k]
-                        sums[k] = high if value > high else value
+                activate_block(sums, ROWS_BLOCK, activation, low, high)
                 for i in range(ROWS_CHANNELS):
                     if i < count:
                         line = out[n, index(m0 + i)]
@@ -601,13 +608,7 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
                     for i in range(DEPTHWISE_ROWS):
                         for j in range(DEPTHWISE_PIXELS):
                             sums[i * DEPTHWISE_PIXELS + j] += extra[index(oy + i), index(ox + j)]
-                if activation == 1:
-                    for k in range(DEPTHWISE_BLOCK):
-                        sums[k] = 0 if sums[k] < 0 else sums[k]
-                elif activation == 2:
-                    for k in range(DEPTHWISE_BLOCK):
-                        value = low if sums[k] < low else sums[k]
-                        sums[k] = high if value > high else value
+                activate_block(sums, DEPTHWISE_BLOCK, activation, low, high)
                 for i in range(DEPTHWISE_ROWS):
                     for j in range(DEPTHWISE_PIXELS):
                         target[index(oy + i), index(ox + j)] = sums[i * DEPTHWISE_PIXELS + j]
