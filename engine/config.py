@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PRECISIONS = ("fp32", "fp16", "fp16-arith")
+NUMPY_THREADS_HELP = ("threads of the numpy backend's large compiled conv loops (default: WGNN_NUMPY_THREADS, else "
+                      "the cores; 1 where other load often takes a core, since a loop waits for its slowest thread)")
 STORAGES = ("auto", "texture", "buffer")
 
 
@@ -30,6 +32,9 @@ class Config:
             device without workers, others the process's count (one per core unless
             LP_NUM_THREADS or wgnn.set_lavapipe_threads set it; a set count is kept); later
             resizes move the session only well past the limit (backends/wgpu/backend.py).
+        numpy_threads: threads the numpy backend's large compiled conv loops share their work
+            among (where numba is installed): an int from 1, or "auto" (WGNN_NUMPY_THREADS, else the
+            cores the process may use; backends/numpy/compiled.py). Any count gives the same floats.
     """
 
     providers: tuple[str, ...] = ("numpy",)
@@ -37,6 +42,7 @@ class Config:
     precision: str = "fp32"
     storage: str = "auto"
     lavapipe_threads: int | str = "auto"
+    numpy_threads: int | str = "auto"
     # Set when providers was ("auto",): the resolved providers, the adapter and the measured
     # milliseconds (or the reason for numpy); None otherwise.
     providers_choice: dict | None = field(default=None, init=False, compare=False)
@@ -60,3 +66,5 @@ class Config:
             from ..backends.wgpu.context import check_lavapipe_threads
 
             check_lavapipe_threads(self.lavapipe_threads)
+        if self.numpy_threads != "auto" and not (type(self.numpy_threads) is int and self.numpy_threads >= 1):
+            raise WgnnError(f"numpy_threads must be \"auto\" or a whole number from 1, got {self.numpy_threads!r}")

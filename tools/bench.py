@@ -230,7 +230,8 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         "model": str(path), "providers": [backend.name for backend in session.backends],
         "providers_choice": session.providers_choice, "adapter": context.name if context else None,
         "numpy_blas": numpy_blas.describe() if any(s.backend.name == "numpy" for s in session.segments) else None,
-        "numpy_compiled": numpy_compiled.describe() if any(s.backend.name == "numpy" for s in session.segments)
+        "numpy_compiled": numpy_compiled.describe(config.numpy_threads)
+        if any(s.backend.name == "numpy" for s in session.segments)
         else None,
         "lavapipe_threads": context.lavapipe_threads if context else None,
         "lavapipe_threads_why": device_choice.get("why") if context and context.lavapipe_threads is not None else None,

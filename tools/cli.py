@@ -230,11 +230,17 @@ def _providers(values: list[str] | None) -> tuple[str, ...]:
     return tuple(names) or ("numpy",)
 
 
+def _numpy_threads(args) -> int | str:
+    value = getattr(args, "numpy_threads", None)
+    return "auto" if value is None else value
+
+
 # ----------------------------------------------------------------------------------- commands
 def _config(args):
     from ..engine.config import Config
 
-    return Config(providers=_providers(args.provider), adapter=getattr(args, "adapter", None))
+    return Config(providers=_providers(args.provider), adapter=getattr(args, "adapter", None),
+                  numpy_threads=_numpy_threads(args))
 
 
 def cmd_adapters(args) -> int:
@@ -465,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine decides (fallbacks ...)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     shape_help = "input shape NAME=D0,D1,... (repeatable); symbolic dims default to 1"
+    from ..engine.config import NUMPY_THREADS_HELP
+
     provider_help = "backend(s) in order of preference, e.g. wgpu,numpy (repeatable; default numpy)"
 
     adapter_help = "GPU adapter: index, name substring, vulkan/metal/d3d12/gl, high-performance or low-power"
@@ -497,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", action="append", help=provider_help)
     p.add_argument("--adapter", help=adapter_help)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--numpy-threads", type=int, metavar="N", help=NUMPY_THREADS_HELP)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_run)
 

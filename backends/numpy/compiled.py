@@ -50,27 +50,30 @@ def started() -> bool:
     return f"{__package__}.compiled_loops" in sys.modules
 
 
-def describe() -> str:
-    """Whether the compiled loops run here, for reports: "numba 0.68.1, 2 threads (omp)", or why not."""
+def describe(setting: int | str = "auto") -> str:
+    """Whether the compiled loops run here, for reports: "numba 0.68.1, 2 threads (omp)" (the large
+    loops' threads under a session's numpy_threads setting), or why not."""
     if _numba() is None:
         return "off (numba not installed)"
     if not enabled():
         return f"off ({COMPILED_ENV}=0)"
-    count = threads()
+    count = threads(setting)
     layer = loops().threading_layer()
     return f"numba {_numba().__version__}, {count} thread{'s' if count > 1 else ''}" + (f" ({layer})" if layer else "")
 
 
-def threads() -> int:
-    """Threads the register-blocked conv loops share their work among: WGNN_NUMPY_THREADS, else the
-    cores this process may run on (at most numba's NUMBA_NUM_THREADS). One where numba's threading
-    layer is its workqueue: a parallel region starts there in about 90 us against 2 us with
-    OpenMP (docs/performance.md, "Two threads in the compiled loops")."""
-    setting = os.environ.get(THREADS_ENV, "").strip()
-    if setting:
-        if not setting.isdigit() or int(setting) < 1:
-            raise ValueError(f"{THREADS_ENV}={setting!r}: expected a whole number of threads, 1 or more")
-        wanted = int(setting)
+def threads(setting: int | str = "auto") -> int:
+    """Threads the register-blocked conv loops share their work among: `setting` (a session's
+    Config.numpy_threads), for "auto" WGNN_NUMPY_THREADS, else the cores this process may run on;
+    at most numba's NUMBA_NUM_THREADS. One where numba's threading layer is its workqueue: a
+    parallel region starts there in about 90 us against 2 us with OpenMP (docs/performance.md,
+    "Two threads in the compiled loops")."""
+    if setting != "auto":
+        wanted = setting
+    elif variable := os.environ.get(THREADS_ENV, "").strip():
+        if not variable.isdigit() or int(variable) < 1:
+            raise ValueError(f"{THREADS_ENV}={variable!r}: expected a whole number of threads, 1 or more")
+        wanted = int(variable)
     else:
         wanted = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if wanted == 1 or loops().threading_layer() is None:
@@ -78,10 +81,15 @@ def threads() -> int:
     return max(1, min(wanted, _numba().config.NUMBA_NUM_THREADS))
 
 
-def threads_for(multiply_adds: int, threaded_from: int) -> int:
-    """threads() for a loop of this many multiply-adds; one below `threaded_from`, where starting
-    the second thread and moving the data to its core cost more than its half of the work saves."""
-    return threads() if multiply_adds >= threaded_from else 1
+def threads_for(multiply_adds: int, threaded_from: int, setting: int | str = "auto") -> int:
+    """threads(setting) for a loop of this many multiply-adds; one below `threaded_from`, where
+    starting the second thread and moving the data to its core cost more than its half saves."""
+    return threads(setting) if multiply_adds >= threaded_from else 1
+
+
+def session_threads(ex) -> int | str:
+    """The numpy_threads of the session an execution belongs to ("auto" without one)."""
+    return getattr(ex.backend.config, "numpy_threads", "auto")
 
 
 def workers(count: int) -> int:

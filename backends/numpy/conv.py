@@ -809,7 +809,8 @@ class _CompiledDepthwisePlan:
                 self.loop, self.rows = loops.vectorized_loop("depthwise_rows"), True
                 self.kernel = np.array(kernel, np.int64)
                 self.threads = compiled.threads_for(math.prod(out_shape) * math.prod(kernel),
-                                                    compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
+                                                    compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS,
+                                                    compiled.session_threads(ex))
                 self.buffers = (np.zeros((self.threads, size), dtype), np.empty(math.prod(kernel), np.int64),
                                 np.zeros(1, np.int64))  # phases per thread, tap offsets, the next plane
             else:
@@ -874,7 +875,8 @@ class _CompiledDirectPlan:
         channel, ky, kx = np.meshgrid(np.arange(c // group), np.arange(kernel_h), np.arange(kernel_w), indexing="ij")
         tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
         multiply_adds = math.prod(out) * math.prod(w_shape[1:])
-        self.threads = compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS)
+        self.threads = compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS,
+                                            compiled.session_threads(ex))
         # A 1x1 conv with stride 1 and no padding reads its plane as one row.
         plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and self.padded is None
         row_w, row_step = (out_h * out_w, 0) if plane_is_row else (out_w, stride_h * padded_w)
@@ -900,7 +902,7 @@ class _CompiledDirectPlan:
             self.bias = self.pack_bias(values[2])
 
     @staticmethod
-    def fits(step, group: int, strides, begin, end) -> bool:
+    def fits(step, group: int, strides, begin, end, threads_setting: int | str = "auto") -> bool:
         """float32 1-D and 2-D convs but depthwise ones (their own loop), with a residual of the
         output's shape, where the loops compile; 1x1 convs with stride 1 and no padding only where
         they get threads: numpy's BLAS ran them on one thread as fast as a compiled loop of the same
@@ -916,7 +918,8 @@ class _CompiledDirectPlan:
                 and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape))
                 and not (pointwise and multiply_adds < compiled.THREADED_CONV_MULTIPLY_ADDS)
                 and compiled.enabled() and compiled.loops().can_vectorize()
-                and (not pointwise or compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS) > 1))
+                and (not pointwise
+                     or compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS, threads_setting) > 1))
 
     def pack_weights(self, w: np.ndarray) -> np.ndarray:
         """(M, C / G, kh, kw) as (G, blocks, taps, block): each block's channels' weights per tap
@@ -957,7 +960,8 @@ def _prepare_conv(ex) -> None:
         geometry = _conv_geometry(ex)
         if _CompiledDepthwisePlan.fits(ex.step, ex.attrs["group"]) and compiled.enabled():
             plan = _CompiledDepthwisePlan(ex, *geometry)
-        elif _CompiledDirectPlan.fits(ex.step, ex.attrs["group"], geometry[0], *geometry[2:]):
+        elif _CompiledDirectPlan.fits(ex.step, ex.attrs["group"], geometry[0], *geometry[2:],
+                                      compiled.session_threads(ex)):
             plan = _CompiledDirectPlan(ex, *geometry)
         else:
             chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)

@@ -357,6 +357,35 @@ def test_threaded_convs_run_from_two_python_threads_at_once(monkeypatch):
 
 
 @numba_missing
+def test_session_numpy_threads_setting_overrides_the_variable(monkeypatch):
+    """Config(numpy_threads=N) sets a session's loop threads whatever WGNN_NUMPY_THREADS says,
+    and bad values name the setting."""
+    from wgnn.engine.errors import WgnnError
+
+    for bad in (0, -1, "two", 1.5, True):
+        with pytest.raises(WgnnError, match="numpy_threads"):
+            wgnn.Config(numpy_threads=bad)
+    count = threaded_threads(monkeypatch)  # the variable says 2 for every large loop
+    model = depthwise_model((1, 8, 20, 24), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, group=1)
+    feeds = {"x": rng.standard_normal((1, 8, 20, 24)).astype(np.float32)}
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    outputs = []
+    for setting, want in (("auto", count), (1, 1)):
+        session = wgnn.InferenceSession(model.SerializeToString(),
+                                        config=wgnn.Config(providers=("numpy",), numpy_threads=setting))
+        [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+        assert ex.state["conv"].threads == want
+        outputs.append(session.run(None, feeds)[0])
+    monkeypatch.setenv(compiled.THREADS_ENV, "1")
+    config = wgnn.Config(providers=("numpy",), numpy_threads=2)
+    session = wgnn.InferenceSession(model.SerializeToString(), config=config)
+    [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+    assert ex.state["conv"].threads == 2
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_array_equal(session.run(None, feeds)[0], outputs[0])
+
+
+@numba_missing
 def test_threaded_conv_runs_in_a_forked_child(monkeypatch):
     """A child forked after its parent ran a threaded conv (GNU OpenMP's threads do not survive a
     fork) runs the same session on one thread and gets the same floats."""

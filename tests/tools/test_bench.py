@@ -64,6 +64,19 @@ def test_numpy_per_op_names_each_steps_path(compiled_loops):
     assert kernels["GlobalPoolMatMul.avg"] == "pool: numpy; matmul: numpy"
 
 
+def test_numpy_threads_option():
+    """--numpy-threads sets the session's loop threads (the report says how many), and a count
+    under 1 is an error that names the setting."""
+    from wgnn.backends.numpy import compiled
+
+    done = bench("zoo:resnet", *QUICK, "--numpy-threads", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    reported = json.loads(done.stdout)["numpy_compiled"]
+    assert reported.startswith("off (") if compiled._numba() is None else ", 1 thread" in reported
+    done = bench("zoo:resnet", *QUICK, "--numpy-threads", "0")
+    assert done.returncode != 0 and "numpy_threads must be" in done.stderr
+
+
 def test_json_keys_and_vs_onnxruntime():
     done = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime", "--json")
     assert done.returncode == 0, done.stderr

@@ -164,6 +164,13 @@ def test_run_compare_with_onnxruntime(files):
     assert compare["outputs"][0]["max_rel_error"] <= 1e-4
 
 
+def test_run_numpy_threads(files):
+    """--numpy-threads reaches the session (the one-thread loops give onnxruntime's numbers)."""
+    result = wgnn_cli("run", files / "resnet.onnx", "--numpy-threads", "1", "--compare", "onnxruntime", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["compare"]["ok"]
+
+
 def test_run_text_output(files):
     result = wgnn_cli("run", files / "resnet.onnx", "--compare", "onnxruntime")
     assert result.returncode == 0, result.stderr
@@ -200,6 +207,7 @@ def test_run_errors(files, tmp_path):
                           "float32", "float64")
     (tmp_path / "text.onnx").write_text("not a model\n")
     assert_one_line_error(wgnn_cli("run", tmp_path / "text.onnx"), "text.onnx")
+    assert_one_line_error(wgnn_cli("run", files / "resnet.wgnn", "--numpy-threads", "0"), "numpy_threads", "got 0")
 
 
 def test_run_exits_1_when_the_comparison_fails(files, monkeypatch, capsys):

@@ -12,7 +12,7 @@ from ...engine.errors import InputError, WgnnError
 
 
 def register(subparsers) -> None:
-    from ...engine.config import PRECISIONS, STORAGES
+    from ...engine.config import NUMPY_THREADS_HELP, PRECISIONS, STORAGES
 
     p = subparsers.add_parser(
         "bench", help="latency, cold start and per-op GPU time of a model (optionally vs onnxruntime)",
@@ -50,6 +50,7 @@ def register(subparsers) -> None:
                    help="worker threads of Mesa's CPU drivers for the process (LP_NUM_THREADS): 0 runs each "
                         "dispatch on the driver's queue thread, faster for small models on few cores (default: the "
                         "session picks 0 for a model with little work per dispatch, else one per core)")
+    p.add_argument("--numpy-threads", type=int, metavar="N", help=NUMPY_THREADS_HELP)
     p.add_argument("--kernels", action="store_true",
                    help="benchmark the adapter(s) and wgnn's kernels instead of a model (--runs defaults to 5)")
     p.add_argument("--quick", action="store_true", help="--kernels with small sizes (seconds, for smoke tests)")
@@ -67,7 +68,7 @@ def register(subparsers) -> None:
 def cmd_bench(args) -> int:
     from ...engine.config import Config
     from ..bench import bench_model, trace_document
-    from ..cli import _existing_file, _providers, is_wgnn_file, parse_shape_options
+    from ..cli import _existing_file, _numpy_threads, _providers, is_wgnn_file, parse_shape_options
 
     if args.warmup < 0:
         raise InputError("--warmup must be 0 or more")
@@ -84,7 +85,7 @@ def cmd_bench(args) -> int:
     if args.vs and is_wgnn_file(path):
         raise WgnnError(f"--vs {args.vs} needs the ONNX model, and {path} is a .wgnn file")
     config = Config(providers=_providers(args.provider), adapter=args.adapter, storage=args.storage,
-                    precision=args.precision)
+                    precision=args.precision, numpy_threads=_numpy_threads(args))
     driver_cache = "off" if args.no_driver_cache else "empty" if args.empty_driver_cache else "on"
     result = bench_model(path, config, parse_shape_options(args.shape), warmup=args.warmup, runs=args.runs,
                          vs=args.vs, profile=bool(args.per_op or args.trace), seed=args.seed,
