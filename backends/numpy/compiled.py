@@ -10,7 +10,8 @@ The register-blocked conv loops (and, where they get threads, large 1x1 convs) s
 among threads in a numba parallel region: WGNN_NUMPY_THREADS, else the cores this process may
 use; one for small convs (threads_for), where numba has only its workqueue layer, and in a process
 forked after the loops were imported. Each output element is summed by one thread, so any count
-gives the same floats.
+gives the same floats. Left to "auto", a session's runs cap every loop at one thread while whole
+runs were clearly faster so (RunChoice).
 
 Measured (docs/performance.md, "Compiled depthwise convolutions" and the three sections after it):
 a 3x3 depthwise + Clip in x0.44-0.67 of the numpy plan's time at MobileNetV2's shapes, then its
@@ -24,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 
 COMPILED_ENV = "WGNN_NUMPY_COMPILED"  # "0": the numpy plans only (tests, A/B runs)
 THREADS_ENV = "WGNN_NUMPY_THREADS"  # threads of the register-blocked conv loops (default: the cores)
@@ -90,6 +92,61 @@ def threads_for(multiply_adds: int, threaded_from: int, setting: int | str = "au
 def session_threads(ex) -> int | str:
     """The numpy_threads of the session an execution belongs to ("auto" without one)."""
     return getattr(ex.backend.config, "numpy_threads", "auto")
+
+
+# A numpy segment whose loops share threads under numpy_threads "auto" runs every PROBE_EVERY-th
+# time with all its loops on one thread (or, once one thread won, on their threads again) and keeps
+# the faster by whole-run times. Where other load takes a core now and then, two threads lose to
+# one: the loops wait for the late thread, and the numpy steps between them run beside its spin
+# (docs/performance.md, "Two threads in the compiled loops"). A switch needs the other way under
+# SWITCH_BELOW of the current one's recent time.
+PROBE_EVERY = 32
+SWITCH_BELOW = 0.9
+
+
+class RunChoice:
+    """The thread cap of one numpy segment's runs: None (each loop its own threads) at first, 1
+    while whole runs were clearly faster so. The loops give the same floats either way."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.cap: int | None = None
+        self.runs, self.clock, self.started = 0, clock, 0.0
+        self.seconds: dict[int | None, float | None] = {None: None, 1: None}  # recent time per run
+
+    def begin(self) -> int | None:
+        """The cap of the run that starts now: the current one or, every PROBE_EVERY-th run, the other."""
+        self.runs += 1
+        cap = self.cap
+        if self.runs % PROBE_EVERY == 0:
+            cap = None if cap == 1 else 1
+        self.started = self.clock()
+        return cap
+
+    def end(self, cap: int | None) -> None:
+        """Records the run begun with `cap`: the current way's time smoothed over recent runs, the
+        other's its latest probe (a lucky probe costs a few runs the slower way, which then switches
+        back)."""
+        seconds = self.clock() - self.started
+        recent = self.seconds[cap]
+        if cap == self.cap and recent is not None:
+            seconds = recent + (seconds - recent) / 4
+        self.seconds[cap] = seconds
+        other = None if self.cap == 1 else 1
+        mine, theirs = self.seconds[self.cap], self.seconds[other]
+        if mine is not None and theirs is not None and theirs < SWITCH_BELOW * mine:
+            self.cap = other
+
+
+def chooses_per_run(threads: int, setting: int | str) -> bool:
+    """Whether a loop with `threads` lets its session's runs choose its count (RunChoice): only
+    where numpy_threads is "auto" and WGNN_NUMPY_THREADS unset; a set count is kept."""
+    return threads > 1 and setting == "auto" and not os.environ.get(THREADS_ENV, "").strip()
+
+
+def run_workers(threads: int, backend) -> int:
+    """The threads a loop prepared for `threads` starts in the backend's current run."""
+    cap = backend.loop_cap
+    return workers(threads if cap is None else min(threads, cap))
 
 
 def workers(count: int) -> int:

@@ -811,6 +811,8 @@ class _CompiledDepthwisePlan:
                 self.threads = compiled.threads_for(math.prod(out_shape) * math.prod(kernel),
                                                     compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS,
                                                     compiled.session_threads(ex))
+                if compiled.chooses_per_run(self.threads, compiled.session_threads(ex)):
+                    ex.backend.choose_threads_per_run()
                 self.buffers = (np.zeros((self.threads, size), dtype), np.empty(math.prod(kernel), np.int64),
                                 np.zeros(1, np.int64))  # phases per thread, tap offsets, the next plane
             else:
@@ -836,7 +838,7 @@ class _CompiledDepthwisePlan:
             self.loop(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(len(w), -1), bias,
                       np.ascontiguousarray(residual), out, self.kernel, self.strides, self.dilations, self.pads,
                       self.multiplier, self.activation, self.low, self.high, *self.buffers,
-                      compiled.workers(self.threads))
+                      compiled.run_workers(self.threads, ex.backend))
         else:
             self.loop(x, w, bias, residual, out, self.strides, self.dilations, self.pads, self.multiplier,
                       self.activation, self.low, self.high, *self.buffers)
@@ -877,6 +879,8 @@ class _CompiledDirectPlan:
         multiply_adds = math.prod(out) * math.prod(w_shape[1:])
         self.threads = compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS,
                                             compiled.session_threads(ex))
+        if compiled.chooses_per_run(self.threads, compiled.session_threads(ex)):
+            ex.backend.choose_threads_per_run()
         # A 1x1 conv with stride 1 and no padding reads its plane as one row.
         plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and self.padded is None
         row_w, row_step = (out_h * out_w, 0) if plane_is_row else (out_w, stride_h * padded_w)
@@ -949,7 +953,7 @@ class _CompiledDirectPlan:
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)
         self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
-                  self.low, self.high, *self.buffers, compiled.workers(self.threads))
+                  self.low, self.high, *self.buffers, compiled.run_workers(self.threads, ex.backend))
         if self.kind is not None:
             self.kind(out, out)
 

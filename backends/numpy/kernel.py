@@ -158,6 +158,11 @@ class NumpyBackend(Backend):
     dedicated_hosts = False  # graph outputs and feeds are the caller's arrays, new on each run
     scratch_bytes = 0  # the most scratch memory a prepared step asked for (this resize)
     _scratch: np.ndarray | None = None
+    # Runs choose their loops' thread cap (compiled.RunChoice) where a prepared loop asked for it
+    # (this resize); loop_cap is the current run's (None: each loop its own threads).
+    threads_per_run = False
+    loop_cap: int | None = None
+    _run_choices: dict | None = None
 
     def unsupported_reason(self, step: Step) -> str | None:
         return None if step.op.op_type in KERNELS else "no numpy kernel"
@@ -172,6 +177,7 @@ class NumpyBackend(Backend):
         (raster.hosted)."""
         pool = super().plan_memory(specs, lifetimes, dedicated, constants)
         self.scratch_bytes, self._scratch = 0, None  # the steps prepared next reserve it anew
+        self.threads_per_run, self._run_choices = False, None  # and ask for per-run choices anew
         self.arena = np.empty(pool.peak_bytes, np.uint8)
         self.shares = dict(shares or {})
         offsets = dict(pool.offsets)
@@ -195,7 +201,27 @@ class NumpyBackend(Backend):
             self._scratch = np.empty(max(nbytes, self.scratch_bytes), np.uint8)
         return self._scratch[:nbytes]
 
+    def choose_threads_per_run(self) -> None:
+        """At prepare: a loop with threads lets the runs choose its cap (compiled.RunChoice)."""
+        self.threads_per_run = True
+
     def execute(self, segment, values, observer=None) -> None:
+        if not self.threads_per_run:
+            self._execute(segment, values, observer)
+            return
+        from . import compiled
+
+        if self._run_choices is None:
+            self._run_choices = {}
+        choice = self._run_choices.setdefault(id(segment), compiled.RunChoice())
+        self.loop_cap = choice.begin()
+        try:
+            self._execute(segment, values, observer)
+        finally:
+            choice.end(self.loop_cap)
+            self.loop_cap = None
+
+    def _execute(self, segment, values, observer=None) -> None:
         # Floating-point warnings are off for the whole segment (one errstate instead of one per
         # kernel): overflow to inf and NaN are results here, as in onnxruntime.
         if observer is None:

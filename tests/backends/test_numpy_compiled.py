@@ -385,6 +385,65 @@ def test_session_numpy_threads_setting_overrides_the_variable(monkeypatch):
     np.testing.assert_array_equal(session.run(None, feeds)[0], outputs[0])
 
 
+def test_run_choice_keeps_the_faster_way():
+    """A segment's runs use their loops' threads, every PROBE_EVERY-th run one thread, and move to
+    the way whose recent run time is under SWITCH_BELOW of the current one's (and back)."""
+    ms = {None: 0.6, 1: 1.0}  # a run's time each way, as the fake clock reports it
+    now = [0.0]
+    choice = compiled.RunChoice(clock=lambda: now[0])
+    every = compiled.PROBE_EVERY
+
+    def runs(count: int) -> list:
+        caps = []
+        for _ in range(count):
+            cap = choice.begin()
+            now[0] += ms[cap] / 1000
+            choice.end(cap)
+            caps.append(cap)
+        return caps
+
+    caps = runs(3 * every)
+    assert caps.count(1) == 3 and all(caps[n * every - 1] == 1 for n in (1, 2, 3))  # the probes only
+    assert choice.cap is None
+    ms[None] = 1.5  # other load takes the second core: threads lose, past the last probe's 1.0
+    caps = runs(every)
+    assert choice.cap == 1 and caps.count(1) > every // 2 and caps[-1] is None  # threads are the probe now
+    caps = runs(every)
+    assert caps.count(None) == 1 and choice.cap == 1
+    ms[None] = 0.6  # the core is free again: the next probe with threads switches back
+    runs(every)
+    assert choice.cap is None
+
+
+@numba_missing
+def test_session_runs_choose_the_loops_thread_cap(monkeypatch):
+    """With numpy_threads "auto" and WGNN_NUMPY_THREADS unset, a session whose loops have threads
+    times its runs (a RunChoice per numpy segment) and its loops take the run's cap; a set count
+    turns that off. The floats are the same under either cap."""
+    monkeypatch.delenv(compiled.THREADS_ENV, raising=False)
+    monkeypatch.setattr(compiled, "THREADED_CONV_MULTIPLY_ADDS", 0)
+    if compiled.threads() == 1:
+        pytest.skip("one core, or numba without a fast threading layer: no threads")
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    model = depthwise_model((1, 8, 20, 24), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, group=1)
+    feeds = {"x": rng.standard_normal((1, 8, 20, 24)).astype(np.float32)}
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    backend = session.session.backends[0]
+    [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+    assert backend.threads_per_run and ex.state["conv"].threads > 1
+    started = []
+    loop = ex.state["conv"].loop
+    monkeypatch.setattr(ex.state["conv"], "loop", lambda *args: (started.append(args[-1]), loop(*args)))
+    outputs = [session.run(None, feeds)[0] for _ in range(compiled.PROBE_EVERY)]
+    [choice] = backend._run_choices.values()
+    assert choice.runs == compiled.PROBE_EVERY and backend.loop_cap is None
+    assert started.count(1) == 1 and started[compiled.PROBE_EVERY - 1] == 1  # the probe ran on one thread
+    assert all(np.array_equal(output, outputs[0]) for output in outputs)
+    fixed = wgnn.InferenceSession(model.SerializeToString(), config=wgnn.Config(providers=("numpy",), numpy_threads=2))
+    assert not fixed.session.backends[0].threads_per_run
+    np.testing.assert_array_equal(fixed.run(None, feeds)[0], outputs[0])
+
+
 @numba_missing
 def test_threaded_conv_runs_in_a_forked_child(monkeypatch):
     """A child forked after its parent ran a threaded conv (GNU OpenMP's threads do not survive a
