@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PRECISIONS = ("fp32", "fp16", "fp16-arith")
-NUMPY_THREADS_HELP = ("threads of the numpy backend's large compiled conv loops (default: WGNN_NUMPY_THREADS, else "
-                      "the cores; 1 where other load often takes a core, since a loop waits for its slowest thread)")
+NUMPY_THREADS_HELP = ("threads of the numpy backend's large compiled conv loops, kept on every run (default: "
+                      "WGNN_NUMPY_THREADS, else the cores, with runs falling back to one thread while that is faster)")
 STORAGES = ("auto", "texture", "buffer")
 
 

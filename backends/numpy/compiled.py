@@ -94,6 +94,17 @@ def session_threads(ex) -> int | str:
     return getattr(ex.backend.config, "numpy_threads", "auto")
 
 
+def loop_threads(ex, multiply_adds: int, threaded_from: int) -> int:
+    """At prepare: the threads of a step's loop of this many multiply-adds under its session's
+    setting (threads_for); where they may be chosen per run (chooses_per_run), the step's backend
+    times its runs from then on (RunChoice)."""
+    setting = session_threads(ex)
+    count = threads_for(multiply_adds, threaded_from, setting)
+    if chooses_per_run(count, setting):
+        ex.backend.choose_threads_per_run()
+    return count
+
+
 # A numpy segment whose loops share threads under numpy_threads "auto" runs every PROBE_EVERY-th
 # time with all its loops on one thread (or, once one thread won, on their threads again) and keeps
 # the faster by whole-run times. Where other load takes a core now and then, two threads lose to

@@ -808,11 +808,8 @@ class _CompiledDepthwisePlan:
                     and loops.can_vectorize()):
                 self.loop, self.rows = loops.vectorized_loop("depthwise_rows"), True
                 self.kernel = np.array(kernel, np.int64)
-                self.threads = compiled.threads_for(math.prod(out_shape) * math.prod(kernel),
-                                                    compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS,
-                                                    compiled.session_threads(ex))
-                if compiled.chooses_per_run(self.threads, compiled.session_threads(ex)):
-                    ex.backend.choose_threads_per_run()
+                self.threads = compiled.loop_threads(ex, math.prod(out_shape) * math.prod(kernel),
+                                                     compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
                 self.buffers = (np.zeros((self.threads, size), dtype), np.empty(math.prod(kernel), np.int64),
                                 np.zeros(1, np.int64))  # phases per thread, tap offsets, the next plane
             else:
@@ -876,11 +873,8 @@ class _CompiledDirectPlan:
             self.interior = self.padded[:, :, top:top + height, left:left + width]
         channel, ky, kx = np.meshgrid(np.arange(c // group), np.arange(kernel_h), np.arange(kernel_w), indexing="ij")
         tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
-        multiply_adds = math.prod(out) * math.prod(w_shape[1:])
-        self.threads = compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS,
-                                            compiled.session_threads(ex))
-        if compiled.chooses_per_run(self.threads, compiled.session_threads(ex)):
-            ex.backend.choose_threads_per_run()
+        self.threads = compiled.loop_threads(ex, math.prod(out) * math.prod(w_shape[1:]),
+                                             compiled.THREADED_CONV_MULTIPLY_ADDS)
         # A 1x1 conv with stride 1 and no padding reads its plane as one row.
         plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and self.padded is None
         row_w, row_step = (out_h * out_w, 0) if plane_is_row else (out_w, stride_h * padded_w)

@@ -16,6 +16,7 @@ from ..base import (
     tiling_inputs,
     whole_input_ranges,
 )
+from . import compiled
 
 KERNELS: dict[str, Callable] = {}
 
@@ -209,8 +210,6 @@ class NumpyBackend(Backend):
         if not self.threads_per_run:
             self._execute(segment, values, observer)
             return
-        from . import compiled
-
         if self._run_choices is None:
             self._run_choices = {}
         choice = self._run_choices.setdefault(id(segment), compiled.RunChoice())
