@@ -16,6 +16,7 @@ from ...engine.graph import Node
 from ...engine.ops.base import TensorSpec
 from ..base import Step, part_step
 from .conv import RESIDENT_BYTES
+from .kernel import aligned_empty
 
 ALIGN = 64  # bytes: the intermediate's offset in the scratch
 
@@ -45,7 +46,7 @@ class Intermediate:
             self.total = self.offset + nbytes
             backend.reserve_scratch(self.total)
         else:
-            self.buffer = np.empty(spec.shape, spec.dtype)
+            self.buffer = aligned_empty(spec.shape, spec.dtype)
 
     def array(self, backend) -> np.ndarray:
         """The same view on every run while the scratch stays (plans built on it keep their views)."""

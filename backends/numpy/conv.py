@@ -59,7 +59,7 @@ from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_li
 from . import blas, compiled
 from .blas import matmul_in_bands, small_product_columns
 from .elementwise import apply_unary, unary_into
-from .kernel import numpy_kernel
+from .kernel import CACHE_LINE, aligned_zeros, numpy_kernel
 
 
 def infer_context(ex) -> InferContext:
@@ -252,7 +252,7 @@ def _memory(ex, plan, *, keep_first: bool = False) -> np.ndarray | None:
     item, first = plan.dtype.itemsize, plan.sizes[0]
     plan.first = None  # the padded input's own memory, where it is kept apart from the scratch
     if keep_first and first * item <= RESIDENT_BYTES:
-        plan.first = np.zeros(first, plan.dtype)
+        plan.first = aligned_zeros(first, plan.dtype)
         plan.nbytes = sum(plan.sizes[1:]) * item
         plan.shared = plan.nbytes > 0
     else:
@@ -261,7 +261,7 @@ def _memory(ex, plan, *, keep_first: bool = False) -> np.ndarray | None:
     if plan.shared:
         ex.backend.reserve_scratch(plan.nbytes)
         return None
-    return np.zeros(plan.nbytes // item, plan.dtype)
+    return aligned_zeros(plan.nbytes // item, plan.dtype)
 
 
 def _bind_shared(ex, plan) -> None:
@@ -761,6 +761,19 @@ class _DepthwisePlan:
                     np.copyto(target, src)
 
 
+def _thread_rows(threads: int, size: int, dtype) -> np.ndarray:
+    """A loop's per-thread buffers of at least size elements each, (threads, size rounded up to
+    whole cache lines), zeroed: each row on its own lines."""
+    line = CACHE_LINE // np.dtype(dtype).itemsize
+    return aligned_zeros((threads, -(-size // line) * line), dtype)
+
+
+def _counter() -> np.ndarray:
+    """The int64 the threads of a loop claim their work from, alone on its cache line (other data
+    there would move between the cores with every claim)."""
+    return aligned_zeros(CACHE_LINE // 8, np.int64)[:1]
+
+
 def _loop_activation(ex, dtype: np.dtype) -> tuple:
     """A conv step's fused activation as the compiled loops take it: (code, low, high) for the Relu
     or Clip inside the loop (compiled.ACTIVATIONS), and the epilogue of any other kind, run after."""
@@ -810,8 +823,8 @@ class _CompiledDepthwisePlan:
                 self.kernel = np.array(kernel, np.int64)
                 self.threads = compiled.loop_threads(ex, math.prod(out_shape) * math.prod(kernel),
                                                      compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
-                self.buffers = (np.zeros((self.threads, size), dtype), np.empty(math.prod(kernel), np.int64),
-                                np.zeros(1, np.int64))  # phases per thread, tap offsets, the next plane
+                self.buffers = (_thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
+                                _counter())  # phases per thread, tap offsets, the next plane
             else:
                 self.loop = loops.depthwise_phases
                 self.buffers = (np.zeros(size, dtype), np.empty(out_shape[2] * cells_w, dtype))
@@ -869,7 +882,7 @@ class _CompiledDirectPlan:
         padded_h, padded_w = self.padded_shape[2:]
         self.padded = None
         if top or bottom or left or right:
-            self.padded = np.zeros(self.padded_shape, np.float32)
+            self.padded = aligned_zeros(self.padded_shape, np.float32)
             self.interior = self.padded[:, :, top:top + height, left:left + width]
         channel, ky, kx = np.meshgrid(np.arange(c // group), np.arange(kernel_h), np.arange(kernel_w), indexing="ij")
         tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
@@ -881,14 +894,14 @@ class _CompiledDirectPlan:
         if stride_w == 1 and row_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
             self.loop_name, self.block = "conv_rows", loops.ROWS_CHANNELS
             self.layout = (tap_offsets.astype(np.intp), row_step, row_w)
-            self.buffers = (np.zeros(1, np.int64),)  # the next chunk of a row
+            self.buffers = (_counter(),)  # the next chunk of a row
         else:
             self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
             oy, ox = np.meshgrid(np.arange(out_h), np.arange(out_w), indexing="ij")
             pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
             self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
             # a tile per thread, the next tile
-            self.buffers = (np.empty((self.threads, loops.DIRECT_TILE * self.block), np.float32), np.zeros(1, np.int64))
+            self.buffers = (_thread_rows(self.threads, loops.DIRECT_TILE * self.block, np.float32), _counter())
         self.loop = loops.vectorized_loop(self.loop_name)
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, np.dtype(np.float32))
         self.no_residual = np.empty((0, 0, 0), np.float32)

@@ -20,6 +20,29 @@ from . import compiled
 
 KERNELS: dict[str, Callable] = {}
 
+# numpy's own arrays start 16 bytes past a 64-byte boundary (malloc's alignment), so every 64-byte
+# vector load of the compiled loops split two cache lines, and threads writing neighbouring chunks
+# shared one: the backend's tensors, scratch and plan buffers start on a cache line instead
+# (docs/performance.md, "Tensors on cache lines").
+CACHE_LINE = 64
+
+
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of shape and dtype whose data starts on a CACHE_LINE
+    boundary."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape if isinstance(shape, tuple | list) else (shape,)) * dtype.itemsize
+    raw = np.empty(nbytes + CACHE_LINE, np.uint8)
+    start = -raw.ctypes.data % CACHE_LINE
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def aligned_zeros(shape, dtype) -> np.ndarray:
+    """aligned_empty, zeroed."""
+    array = aligned_empty(shape, dtype)
+    array.fill(0)
+    return array
+
 
 def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callable | None = None,
                  describe: Callable | None = None):
@@ -179,7 +202,7 @@ class NumpyBackend(Backend):
         pool = super().plan_memory(specs, lifetimes, dedicated, constants)
         self.scratch_bytes, self._scratch = 0, None  # the steps prepared next reserve it anew
         self.threads_per_run, self._run_choices = False, None  # and ask for per-run choices anew
-        self.arena = np.empty(pool.peak_bytes, np.uint8)
+        self.arena = aligned_empty(pool.peak_bytes, np.uint8)
         self.shares = dict(shares or {})
         offsets = dict(pool.offsets)
         for name in self.shares:
@@ -199,7 +222,7 @@ class NumpyBackend(Backend):
         """The first nbytes of the shared scratch (uint8), allocated at its first use after a resize
         with room for every step that reserved some."""
         if self._scratch is None or self._scratch.nbytes < nbytes:
-            self._scratch = np.empty(max(nbytes, self.scratch_bytes), np.uint8)
+            self._scratch = aligned_empty(max(nbytes, self.scratch_bytes), np.uint8)
         return self._scratch[:nbytes]
 
     def choose_threads_per_run(self) -> None:
