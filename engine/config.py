@@ -34,7 +34,8 @@ class Config:
             resizes move the session only well past the limit (backends/wgpu/backend.py).
         numpy_threads: threads the numpy backend's large compiled conv loops share their work
             among (where numba is installed): an int from 1, or "auto" (WGNN_NUMPY_THREADS, else the
-            cores the process may use; backends/numpy/compiled.py). Any count gives the same floats.
+            cores the process may use; backends/numpy/compiled.py). Any count gives the loops' floats;
+            large 1x1 convs on one thread are numpy products instead, in their last bits apart.
     """
 
     providers: tuple[str, ...] = ("numpy",)

@@ -10,8 +10,9 @@ The register-blocked conv loops (and, where they get threads, large 1x1 convs) s
 among threads in a numba parallel region: WGNN_NUMPY_THREADS, else the cores this process may
 use; one for small convs (threads_for), where numba has only its workqueue layer, and in a process
 forked after the loops were imported. Each output element is summed by one thread, so any count
-gives the same floats. Left to "auto", a session's runs cap every loop at one thread while whole
-runs were clearly faster so (RunChoice).
+gives the loops' floats; a large 1x1 conv run on one thread takes numpy's BLAS instead, as in a
+one-thread session. Left to "auto", a session's runs cap every loop at one thread while whole runs
+were clearly faster so (RunChoice).
 
 Measured (docs/performance.md, "Compiled depthwise convolutions" and the three sections after it):
 a 3x3 depthwise + Clip in x0.44-0.67 of the numpy plan's time at MobileNetV2's shapes, then its
@@ -117,7 +118,8 @@ SWITCH_BELOW = 0.9
 
 class RunChoice:
     """The thread cap of one numpy segment's runs: None (each loop its own threads) at first, 1
-    while whole runs were clearly faster so. The loops give the same floats either way."""
+    while whole runs were clearly faster so. A capped run is a one-thread session's run: the same
+    floats, its large 1x1 convs' included (numpy products instead of the loop)."""
 
     def __init__(self, clock=time.perf_counter):
         self.cap: int | None = None

@@ -33,7 +33,8 @@ so fewer calls is what makes this fast.
   pixels at column stride 1, else conv_direct): 70-95 GFLOP/s on one core here against 50-60
   for im2col + BLAS at ResNet's 224x224 shapes. Large convs share the loop among threads
   (compiled.threads_for); with threads, large plain products take conv_rows too, their plane as
-  one row (two threads x0.55-0.74 of OpenBLAS's time on one).
+  one row (two threads x0.55-0.74 of OpenBLAS's time on one), and keep the BLAS plan for runs on
+  one thread (x0.77 of conv_rows's time on one thread inside mobilenetv2).
 - The im2col and the widened result are not kept per step but laid out in the backend's shared
   scratch memory (NumpyBackend.scratch), the row of ones rewritten on every run, the views built
   again only when the scratch array changes. The padded input, whose zero border is written once,
@@ -888,8 +889,11 @@ class _CompiledDirectPlan:
         tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
         self.threads = compiled.loop_threads(ex, math.prod(out) * math.prod(w_shape[1:]),
                                              compiled.THREADED_CONV_MULTIPLY_ADDS)
-        # A 1x1 conv with stride 1 and no padding reads its plane as one row.
+        # A 1x1 conv with stride 1 and no padding reads its plane as one row. It takes the loop for
+        # its threads only: a run on one thread (a capped run, a forked child) takes numpy's BLAS
+        # as a one-thread session does, faster there, and RunChoice compares like with like.
         plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and self.padded is None
+        self.one_thread = _ConvPlan(ex, strides, dilations, begin, end) if plane_is_row else None
         row_w, row_step = (out_h * out_w, 0) if plane_is_row else (out_w, stride_h * padded_w)
         if stride_w == 1 and row_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
             self.loop_name, self.block = "conv_rows", loops.ROWS_CHANNELS
@@ -948,9 +952,14 @@ class _CompiledDirectPlan:
         return packed.ravel()
 
     def describe(self) -> str:
-        return f"direct, compiled loop ({self.loop_name})"
+        alone = "" if self.one_thread is None else f", on one thread {self.one_thread.describe()}"
+        return f"direct, compiled loop ({self.loop_name}){alone}"
 
     def run(self, ex, x, w, b, residual, out) -> None:
+        workers = compiled.run_workers(self.threads, ex.backend)
+        if workers == 1 and self.one_thread is not None:
+            _run_prepared(ex, self.one_thread, x, w, b, residual, out)
+            return
         if self.padded is None:
             source = np.ascontiguousarray(x).reshape(self.padded_shape[0], -1)
         else:
@@ -960,7 +969,7 @@ class _CompiledDirectPlan:
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)
         self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
-                  self.low, self.high, *self.buffers, compiled.run_workers(self.threads, ex.backend))
+                  self.low, self.high, *self.buffers, workers)
         if self.kind is not None:
             self.kind(out, out)
 
@@ -1000,7 +1009,12 @@ def conv(ex, inputs, outputs):
         return
     if type(plan) in (_DepthwisePlan, _CompiledDepthwisePlan, _CompiledDirectPlan):
         plan.run(ex, x, w, b, residual, out)
-        return
+    else:
+        _run_prepared(ex, plan, x, w, b, residual, out)
+
+
+def _run_prepared(ex, plan: _ConvPlan, x, w, b, residual, out) -> None:
+    """One run of a conv through numpy's BLAS with its prepared buffers."""
     if plan.shared:
         _bind_shared(ex, plan)
     weights = plan.weights

@@ -286,20 +286,29 @@ def test_compiled_conv_loops_on_two_threads_give_one_threads_floats(x_shape, w_s
 ])
 def test_pointwise_convs_take_the_compiled_loops_only_with_threads(x_shape, w_shape, options, monkeypatch):
     """1x1 convs (stride 1, no padding) stay numpy products on one thread, where OpenBLAS is as fast;
-    with threads they run the register-blocked loops, their plane read as one row."""
+    with threads they run the register-blocked loops, their plane read as one row, and a run capped
+    at one thread (RunChoice's) takes the one-thread session's product: the same floats as it."""
     model = depthwise_model(x_shape, w_shape, {}, group=1, **options)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     if "residual" in options:
         feeds["r"] = rng.standard_normal(options["residual"]).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     monkeypatch.setenv(compiled.THREADS_ENV, "1")
-    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    alone, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
     assert "compiled" not in variants[0]
     threaded_threads(monkeypatch)
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
     loop = "conv_rows" if math.prod(x_shape[2:]) >= 16 else "conv_direct"
-    assert variants == [f"direct, compiled loop ({loop})"]
+    assert variants == [f"direct, compiled loop ({loop}), on one thread matmul"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+    plan = ex.state["conv"]
+    started = []
+    monkeypatch.setattr(plan, "loop", lambda *args: started.append(args[-1]))  # the loop must not run
+    session.session.backends[0].loop_cap = 1
+    np.testing.assert_array_equal(session.run(None, feeds)[0], alone)
+    assert started == []
 
 
 def test_numpy_threads_setting(monkeypatch):
@@ -749,3 +758,28 @@ def test_numpy_tensors_and_loop_buffers_start_on_cache_lines(monkeypatch):
     counters = [a for a in arrays if a.dtype == np.int64 and a.shape == (1,)]
     assert len(arrays) > 40 and (counters or compiled._numba() is None)
     assert [a.shape for a in arrays if a.ctypes.data % CACHE_LINE] == []
+
+
+@numba_missing
+def test_capped_runs_of_fused_blocks_are_the_one_thread_sessions(monkeypatch):
+    """zoo mobilenetv2's fused blocks (depthwise, project, expand) with every conv threaded and
+    their buffers in the shared scratch: a run capped at one thread gives a one-thread session's
+    floats bit for bit (its 1x1 convs' numpy products and their scratch sit apart from the block's
+    intermediate), and threaded runs onnxruntime's."""
+    from wgnn.backends.numpy import composite, conv
+    from wgnn.models import zoo
+
+    for module in (conv, composite):
+        monkeypatch.setattr(module, "RESIDENT_BYTES", 4096)
+    model = zoo.build("mobilenetv2", size=48, batch=2).SerializeToString()
+    feeds = {"input": rng.standard_normal((2, 3, 48, 48)).astype(np.float32)}
+    monkeypatch.setenv(compiled.THREADS_ENV, "1")
+    alone = wgnn.InferenceSession(model, providers=["numpy"]).run(None, feeds)[0]
+    threaded_threads(monkeypatch)
+    session = wgnn.InferenceSession(model, providers=["numpy"])
+    variants = [ex.variant() for segment in session.session.segments for _, ex in segment.steps]
+    assert any("on one thread matmul" in v for v in variants), variants
+    np.testing.assert_allclose(session.run(None, feeds)[0], ort.InferenceSession(model).run(None, feeds)[0],
+                               rtol=1e-4, atol=1e-5)
+    session.session.backends[0].loop_cap = 1
+    np.testing.assert_array_equal(session.run(None, feeds)[0], alone)
