@@ -23,8 +23,10 @@ processes load it (about 0.4 s with numba's import).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
+import statistics
 import sys
 import time
 
@@ -106,14 +108,20 @@ def loop_threads(ex, multiply_adds: int, threaded_from: int) -> int:
     return count
 
 
-# A numpy segment whose loops share threads under numpy_threads "auto" runs every PROBE_EVERY-th
-# time with all its loops on one thread (or, once one thread won, on their threads again) and keeps
-# the faster by whole-run times. Where other load takes a core now and then, two threads lose to
-# one: the loops wait for the late thread, and the numpy steps between them run beside its spin
-# (docs/performance.md, "Two threads in the compiled loops"). A switch needs the other way under
-# SWITCH_BELOW of the current one's recent time.
-PROBE_EVERY = 32
+# A numpy segment whose loops share threads under numpy_threads "auto" ends every PROBE_EVERY runs
+# with PROBE_RUNS runs the other way (all its loops on one thread, or once one thread won, on their
+# threads again) and keeps the faster by whole-run times. Where other load takes a core now and
+# then, two threads lose to one: the loops wait for the late thread (docs/performance.md, "Two
+# threads in the compiled loops"). A probe's first run finds the other core's caches cold (resnet:
+# x1.3 a threaded run's time), so only its last counts. A switch needs the other way's last
+# PROBES_TO_SWITCH probes each under SWITCH_BELOW of the current way's median over its last
+# RECENT_RUNS runs: the host's slow phases flicker within a second, and one lucky probe, or one run
+# preempted for 10 ms lifting a smoothed time, used to switch into them.
+PROBE_EVERY = 64
+PROBE_RUNS = 2
 SWITCH_BELOW = 0.9
+PROBES_TO_SWITCH = 2
+RECENT_RUNS = 9
 
 
 class RunChoice:
@@ -124,30 +132,33 @@ class RunChoice:
     def __init__(self, clock=time.perf_counter):
         self.cap: int | None = None
         self.runs, self.clock, self.started = 0, clock, 0.0
-        self.seconds: dict[int | None, float | None] = {None: None, 1: None}  # recent time per run
+        self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_RUNS)  # the current way's
+        self.probes: list[float] = []  # the other way's latest probes' times
 
     def begin(self) -> int | None:
-        """The cap of the run that starts now: the current one or, every PROBE_EVERY-th run, the other."""
+        """The cap of the run that starts now: the current one or, in the last PROBE_RUNS of every
+        PROBE_EVERY runs, the other."""
         self.runs += 1
         cap = self.cap
-        if self.runs % PROBE_EVERY == 0:
+        if (self.runs + PROBE_RUNS - 1) % PROBE_EVERY < PROBE_RUNS:
             cap = None if cap == 1 else 1
         self.started = self.clock()
         return cap
 
     def end(self, cap: int | None) -> None:
-        """Records the run begun with `cap`: the current way's time smoothed over recent runs, the
-        other's its latest probe (a lucky probe costs a few runs the slower way, which then switches
-        back)."""
+        """Records the run begun with `cap` (among the current way's recent runs, or as a probe of
+        the other) and switches when the other way's last probes all won clearly."""
         seconds = self.clock() - self.started
-        recent = self.seconds[cap]
-        if cap == self.cap and recent is not None:
-            seconds = recent + (seconds - recent) / 4
-        self.seconds[cap] = seconds
-        other = None if self.cap == 1 else 1
-        mine, theirs = self.seconds[self.cap], self.seconds[other]
-        if mine is not None and theirs is not None and theirs < SWITCH_BELOW * mine:
-            self.cap = other
+        if cap == self.cap:
+            self.recent.append(seconds)
+        elif self.runs % PROBE_EVERY == 0:  # a probe's last run (the others warm the caches)
+            self.probes = [*self.probes, seconds][-PROBES_TO_SWITCH:]
+        if (self.recent and len(self.probes) == PROBES_TO_SWITCH
+                and max(self.probes) < SWITCH_BELOW * statistics.median(self.recent)):
+            self.cap = None if self.cap == 1 else 1
+            self.recent.clear()
+            self.recent.extend(self.probes)
+            self.probes = []
 
 
 def chooses_per_run(threads: int, setting: int | str) -> bool:

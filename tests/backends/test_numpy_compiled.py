@@ -395,8 +395,10 @@ def test_session_numpy_threads_setting_overrides_the_variable(monkeypatch):
 
 
 def test_run_choice_keeps_the_faster_way():
-    """A segment's runs use their loops' threads, every PROBE_EVERY-th run one thread, and move to
-    the way whose recent run time is under SWITCH_BELOW of the current one's (and back)."""
+    """A segment's runs use their loops' threads, the last PROBE_RUNS of every PROBE_EVERY one
+    thread (a probe: its last run counts), and move to the other way once its last PROBES_TO_SWITCH
+    probes were each under SWITCH_BELOW of the current way's median run time (and back); one lucky
+    probe or a few preempted runs move nothing."""
     ms = {None: 0.6, 1: 1.0}  # a run's time each way, as the fake clock reports it
     now = [0.0]
     choice = compiled.RunChoice(clock=lambda: now[0])
@@ -412,16 +414,43 @@ def test_run_choice_keeps_the_faster_way():
         return caps
 
     caps = runs(3 * every)
-    assert caps.count(1) == 3 and all(caps[n * every - 1] == 1 for n in (1, 2, 3))  # the probes only
+    probe = compiled.PROBE_RUNS
+    assert caps.count(1) == 3 * probe and all(caps[n * every - 1 - k] == 1 for n in (1, 2, 3) for k in range(probe))
     assert choice.cap is None
     ms[None] = 1.5  # other load takes the second core: threads lose, past the last probe's 1.0
     caps = runs(every)
     assert choice.cap == 1 and caps.count(1) > every // 2 and caps[-1] is None  # threads are the probe now
     caps = runs(every)
-    assert caps.count(None) == 1 and choice.cap == 1
-    ms[None] = 0.6  # the core is free again: the next probe with threads switches back
+    assert caps.count(None) == probe and choice.cap == 1
+    ms[None] = 0.6  # the core is free again: a first probe with threads is not enough,
     runs(every)
+    assert choice.cap == 1 and choice.probes[-1] == pytest.approx(0.6e-3)
+    runs(every)  # a second one switches back
     assert choice.cap is None
+    for lucky in (1.0, 0.5, 1.0, 0.5, 1.0):  # every other one-thread probe lucky: threads stay
+        ms[1] = lucky
+        runs(every)
+        assert choice.cap is None
+    ms[1] = 0.5
+    runs(2 * every)  # two lucky probes in a row
+    assert choice.cap == 1
+    for run in range(4 * every):  # every fifth run preempted for 15 ms: the median keeps one thread
+        ms[1] = 15.0 if run % 5 == 0 else 0.5
+        runs(1)
+        assert choice.cap == 1
+
+
+def test_run_choice_counts_a_probes_warm_run():
+    """The first run of a probe pays for cold caches on the other core; only the probe's last run
+    counts, so a way that is faster once warm wins even though each switch costs its first run."""
+    now, last = [0.0], [None]
+    choice = compiled.RunChoice(clock=lambda: now[0])
+    for _ in range(4 * compiled.PROBE_EVERY):
+        cap = choice.begin()
+        now[0] += (1.5 if cap is None else 1.0) + (1.0 if cap != last[0] else 0.0)  # threads slow now
+        last[0] = cap
+        choice.end(cap)
+    assert choice.cap == 1
 
 
 @numba_missing
@@ -446,7 +475,8 @@ def test_session_runs_choose_the_loops_thread_cap(monkeypatch):
     outputs = [session.run(None, feeds)[0] for _ in range(compiled.PROBE_EVERY)]
     [choice] = backend._run_choices.values()
     assert choice.runs == compiled.PROBE_EVERY and backend.loop_cap is None
-    assert started.count(1) == 1 and started[compiled.PROBE_EVERY - 1] == 1  # the probe ran on one thread
+    probe = compiled.PROBE_RUNS
+    assert started.count(1) == probe and started[-probe:] == [1] * probe  # the probe ran on one thread
     assert all(np.array_equal(output, outputs[0]) for output in outputs)
     fixed = wgnn.InferenceSession(model.SerializeToString(), config=wgnn.Config(providers=("numpy",), numpy_threads=2))
     assert not fixed.session.backends[0].threads_per_run
