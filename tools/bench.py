@@ -212,6 +212,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
             run()
     samples: dict[str, list[float]] = {name: [] for name in runners}
     faults = 0  # during wgnn's runs only
+    threads_before = _thread_runs(session)
     for _ in progress(range(runs), "bench", enabled=show_progress):
         for name, run in runners.items():  # alternate, so a slow phase of the machine hits both
             before = page_faults() if name == "wgnn" else None
@@ -239,6 +240,7 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         "input_shapes": {k: list(v) for k, v in shapes.items()}, "warmup": warmup, "runs": runs,
         "latency_ms": latency(samples["wgnn"]),
         "page_faults_per_run": None if page_faults() is None else faults / runs,
+        "numpy_thread_runs": _thread_runs(session, since=threads_before),
         "cold_start_ms": {"load": load_ms, "prepare": prepare_ms, "shader_compile": compiling.seconds * 1e3,
                           "first_run": first_run_ms},
         "pipelines_compiled": compiling.compiled,
@@ -262,6 +264,16 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
     if profile:
         result.update(_profile(session, feeds, runs, show_progress))
     return result
+
+
+def _thread_runs(session, since: dict | None = None) -> dict | None:
+    """The numpy backend's runs by thread cap where its runs choose it (NumpyBackend.thread_runs),
+    counted from `since` on; None where they do not."""
+    backend = next((b for b in session.backends if hasattr(b, "thread_runs")), None)
+    now = backend.thread_runs() if backend is not None else None
+    if now is None or since is None:
+        return now
+    return {key: count - since[key] for key, count in now.items()}
 
 
 def _encode_cost(segments, runs: int) -> float | None:

@@ -134,6 +134,8 @@ class RunChoice:
         self.runs, self.clock, self.started = 0, clock, 0.0
         self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_RUNS)  # the current way's
         self.probes: list[float] = []  # the other way's latest probes' times
+        self.runs_by_cap: dict[int | None, int] = {None: 0, 1: 0}  # what the runs did (wgnn bench says)
+        self.switches = 0
 
     def begin(self) -> int | None:
         """The cap of the run that starts now: the current one or, in the last PROBE_RUNS of every
@@ -149,6 +151,7 @@ class RunChoice:
         """Records the run begun with `cap` (among the current way's recent runs, or as a probe of
         the other) and switches when the other way's last probes all won clearly."""
         seconds = self.clock() - self.started
+        self.runs_by_cap[cap] += 1
         if cap == self.cap:
             self.recent.append(seconds)
         elif self.runs % PROBE_EVERY == 0:  # a probe's last run (the others warm the caches)
@@ -156,6 +159,7 @@ class RunChoice:
         if (self.recent and len(self.probes) == PROBES_TO_SWITCH
                 and max(self.probes) < SWITCH_BELOW * statistics.median(self.recent)):
             self.cap = None if self.cap == 1 else 1
+            self.switches += 1
             self.recent.clear()
             self.recent.extend(self.probes)
             self.probes = []

@@ -229,6 +229,16 @@ class NumpyBackend(Backend):
         """At prepare: a loop with threads lets the runs choose its cap (compiled.RunChoice)."""
         self.threads_per_run = True
 
+    def thread_runs(self) -> dict | None:
+        """Where runs choose their loops' threads (RunChoice): the numpy segments' runs so far on
+        their loops' threads, on one thread, and the switches between the two; else None."""
+        if not self.threads_per_run:
+            return None
+        choices = (self._run_choices or {}).values()
+        return {"threads": sum(c.runs_by_cap[None] for c in choices),
+                "one_thread": sum(c.runs_by_cap[1] for c in choices),
+                "switches": sum(c.switches for c in choices)}
+
     def execute(self, segment, values, observer=None) -> None:
         if not self.threads_per_run:
             self._execute(segment, values, observer)

@@ -438,6 +438,7 @@ def test_run_choice_keeps_the_faster_way():
         ms[1] = 15.0 if run % 5 == 0 else 0.5
         runs(1)
         assert choice.cap == 1
+    assert sum(choice.runs_by_cap.values()) == choice.runs and choice.switches == 3  # what wgnn bench reports
 
 
 def test_run_choice_counts_a_probes_warm_run():

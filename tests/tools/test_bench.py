@@ -78,6 +78,29 @@ def test_numpy_threads_option():
     assert done.returncode != 0 and "numpy_threads must be" in done.stderr
 
 
+def test_numpy_thread_runs_reported():
+    """Where a session's runs choose their loops' threads (numpy_threads "auto"), bench counts its
+    timed runs each way (a probe of one thread falls in every PROBE_EVERY runs) and the switches;
+    with a set count there is no choice to report."""
+    from wgnn.backends.numpy import compiled
+
+    env = {compiled.THREADS_ENV: ""}  # "auto" in the child, whatever this process was given
+    runs = compiled.PROBE_EVERY + 6
+    done = bench("zoo:resnet:size=96", "--runs", str(runs), "--warmup", "0", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    counts = result["numpy_thread_runs"]
+    if compiled._numba() is None or ", 1 thread" in result["numpy_compiled"]:
+        assert counts is None
+        return
+    assert counts["threads"] + counts["one_thread"] == runs
+    assert counts["one_thread"] >= compiled.PROBE_RUNS or counts["switches"] > 0
+    done = bench("zoo:resnet:size=96", "--runs", str(runs), "--warmup", "0", env=env)
+    assert re.search(r"numpy loops' threads, chosen per run: \d+ runs on their threads, \d+ on one", done.stdout)
+    done = bench("zoo:resnet:size=96", *QUICK, "--numpy-threads", "2", "--json")
+    assert json.loads(done.stdout)["numpy_thread_runs"] is None
+
+
 def test_json_keys_and_vs_onnxruntime():
     done = bench("zoo:resnet", *QUICK, "--vs", "onnxruntime", "--json")
     assert done.returncode == 0, done.stderr

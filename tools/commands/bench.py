@@ -214,6 +214,10 @@ def format_bench(result: dict) -> str:
     if result.get("page_faults_per_run") is not None:
         lines.append(f"host page faults per wgnn run: {result['page_faults_per_run']:.1f} (minor; 0 when a run "
                      "reuses its memory)")
+    thread_runs = result.get("numpy_thread_runs")
+    if thread_runs is not None:
+        lines.append(f"numpy loops' threads, chosen per run: {thread_runs['threads']} runs on their threads, "
+                     f"{thread_runs['one_thread']} on one (probes included), {thread_runs['switches']} switch(es)")
     if vs:
         error = "-" if vs["max_rel_error"] is None else f"{vs['max_rel_error']:.2g}"
         interval = vs.get("ratio_interval")
