@@ -133,7 +133,7 @@ class RunChoice:
         self.cap: int | None = None
         self.runs, self.clock, self.started = 0, clock, 0.0
         self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_RUNS)  # the current way's
-        self.probes: list[float] = []  # the other way's latest probes' times
+        self.probes: collections.deque[float] = collections.deque(maxlen=PROBES_TO_SWITCH)  # the other way's
         self.runs_by_cap: dict[int | None, int] = {None: 0, 1: 0}  # what the runs did (wgnn bench says)
         self.switches = 0
 
@@ -155,14 +155,14 @@ class RunChoice:
         if cap == self.cap:
             self.recent.append(seconds)
         elif self.runs % PROBE_EVERY == 0:  # a probe's last run (the others warm the caches)
-            self.probes = [*self.probes, seconds][-PROBES_TO_SWITCH:]
+            self.probes.append(seconds)
         if (self.recent and len(self.probes) == PROBES_TO_SWITCH
                 and max(self.probes) < SWITCH_BELOW * statistics.median(self.recent)):
             self.cap = None if self.cap == 1 else 1
             self.switches += 1
             self.recent.clear()
             self.recent.extend(self.probes)
-            self.probes = []
+            self.probes.clear()
 
 
 def chooses_per_run(threads: int, setting: int | str) -> bool:

@@ -16,9 +16,9 @@ from ...engine.graph import Node
 from ...engine.ops.base import TensorSpec
 from ..base import Step, part_step
 from .conv import RESIDENT_BYTES
-from .kernel import aligned_empty
+from .kernel import CACHE_LINE, aligned_empty
 
-ALIGN = 64  # bytes: the intermediate's offset in the scratch
+ALIGN = CACHE_LINE  # bytes: the intermediate's offset in the scratch
 
 
 def sub_step(step: Step, op_type: str, suffix: str, attrs: dict, names: list[str], specs: list, values: list,

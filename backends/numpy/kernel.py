@@ -178,7 +178,7 @@ def _run_output(values: dict, name: str, spec) -> np.ndarray:
 @register_backend
 class NumpyBackend(Backend):
     name = "numpy"
-    alignment = 64
+    alignment = CACHE_LINE  # the planner's tensor offsets in the arena
     dedicated_hosts = False  # graph outputs and feeds are the caller's arrays, new on each run
     scratch_bytes = 0  # the most scratch memory a prepared step asked for (this resize)
     _scratch: np.ndarray | None = None
