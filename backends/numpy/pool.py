@@ -28,7 +28,8 @@ import numpy as np
 
 from ...engine.errors import InputError
 from ...engine.ops.pool import pool_geometry
-from .conv import infer_context
+from . import compiled
+from .conv import _counter, _thread_rows, infer_context
 from .kernel import numpy_kernel
 
 
@@ -105,10 +106,33 @@ class _PoolPlan:
                             else divisor.astype(work))
         if self.indices:
             self._prepare_indices(ex, sizes, kernel, strides, dilations, begin, out)
-        if self.buffered:
+        self.compiled = None  # (loop, its arguments after x and out) where a compiled loop runs it
+        if (kind == "max" and not self.indices and not self.empty and len(sizes) in (1, 2)
+                and dtype in (np.float32, np.float64) and compiled.enabled()):
+            self._prepare_compiled(ex, dtype, kernel, strides, dilations, begin, out)
+        elif self.buffered:
             self.buffer = np.full((n, c, *padded), _lowest(dtype) if kind == "max" else 0, work)
             self.interior = self.buffer[(slice(None), slice(None), *(slice(b, b + s) for b, s in zip(begin, sizes)))]
             self._build(self.buffer)
+
+    def _prepare_compiled(self, ex, dtype, kernel, strides, dilations, begin, out) -> None:
+        """compiled_loops.max_pool_rows's geometry (1-D as rows of one) and work buffers."""
+        loops = compiled.loops()
+        row = [1] if len(kernel) == 1 else []  # a 1-D pool's one row: kernel, stride, dilation, output 1
+        kernel, strides, dilations, out = ([*row, *v] for v in (kernel, strides, dilations, out))
+        begin = [0] * len(row) + list(begin)
+        comparisons = math.prod(self.out_shape) * math.prod(kernel)
+        # A tap's comparison costs about what a depthwise conv's multiply-add does: the same threshold.
+        threads = compiled.loop_threads(ex, comparisons, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
+        lines = _thread_rows(threads, loops.max_pool_line_size(out[1], kernel[1], strides[1], dilations[1]), dtype)
+        geometry = tuple(np.array(v, np.int64) for v in (kernel, strides, dilations, begin))
+        self.compiled = (loops.max_pool_rows, (*geometry, lines, _counter()), threads)
+
+    def run_compiled(self, ex, x: np.ndarray, out: np.ndarray) -> None:
+        loop, arguments, threads = self.compiled
+        if x.ndim == 3:  # (N, C, L) as (N, C, 1, L)
+            x, out = x[:, :, None], out[:, :, None]
+        loop(np.ascontiguousarray(x), out, *arguments, compiled.run_workers(threads, ex.backend))
 
     def _prepare_indices(self, ex, sizes, kernel, strides, dilations, begin, out) -> None:
         """Per tap: its flat offset from the window's origin, and where it lies inside the input
@@ -167,7 +191,12 @@ def _prepare(ex) -> None:
     ex.state["pool"] = _PoolPlan(ex)
 
 
-@numpy_kernel("Pool", writes_outputs=True, prepare=_prepare)
+def _describe(ex) -> str:
+    plan = ex.state.get("pool")
+    return "compiled loop (max_pool_rows)" if plan is not None and plan.compiled is not None else "numpy"
+
+
+@numpy_kernel("Pool", writes_outputs=True, prepare=_prepare, describe=_describe)
 def pool(ex, inputs, outputs):
     plan = ex.state.get("pool")
     if plan is None:  # a direct call without prepare
@@ -175,6 +204,9 @@ def pool(ex, inputs, outputs):
         plan = ex.state["pool"]
     x, out = inputs[0], outputs[0]
     if plan.empty:
+        return
+    if plan.compiled is not None:
+        plan.run_compiled(ex, x, out)
         return
     if plan.buffered:
         interior = plan.interior

@@ -118,6 +118,69 @@ def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_sh
     np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
 
 
+def max_pool_model(x_shape, attrs, dtype=np.float32):
+    elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
+    node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "maxpool", [helper.make_tensor_value_info("x", elem, list(x_shape))],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+MAX_POOL_CASES = [  # x shape, MaxPool attributes
+    ((1, 16, 112, 112), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # ResNet's
+    ((2, 5, 9, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # odd height, even width
+    ((1, 3, 11, 13), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 1, 1, 0]}),  # even padded span
+    ((2, 3, 8, 9), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 4, 7, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),  # stride 1
+    ((1, 2, 9, 11), {"kernel_shape": [3, 2], "strides": [3, 3], "dilations": [2, 3], "pads": [2, 1, 0, 1]}),
+    ((1, 3, 8, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),  # windows past the end
+    ((2, 3, 17), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),  # 1-D
+    ((1, 2, 9, 12), {"kernel_shape": [3, 5], "strides": [1, 2], "dilations": [1, 2], "pads": [1, 2, 1, 2]}),
+]
+
+
+@numba_missing
+@pytest.mark.parametrize("x_shape, attrs", MAX_POOL_CASES)
+def test_compiled_max_pool_against_the_reference_and_the_numpy_plan(x_shape, attrs, monkeypatch):
+    """Bit for bit: a maximum is one of its inputs."""
+    model = max_pool_model(x_shape, attrs)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    results = {}
+    for loop in (True, False):
+        monkeypatch.setenv(compiled.COMPILED_ENV, "1" if loop else "0")
+        session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+        results[loop] = session.run(None, feeds)[0]
+        kernels = [ex.variant() for segment in session.session.segments for _, ex in segment.steps]
+        assert kernels == (["compiled loop (max_pool_rows)"] if loop else ["numpy"])
+    np.testing.assert_array_equal(results[True], want)
+    np.testing.assert_array_equal(results[True], results[False])
+
+
+@numba_missing
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threaded", [False, True])
+def test_compiled_max_pool_nan_float64_and_threads(dtype, threaded, monkeypatch):
+    """NaN anywhere in a window makes its maximum NaN, as np.maximum; float64 compiles its own
+    loop; two threads share the planes with one thread's result."""
+    x_shape = (3, 7, 40, 41)
+    model = max_pool_model(x_shape, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, dtype)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    x[0, 1, 5, 7] = x[2, 6, 0, 0] = x[1, 3, 39, 40] = np.nan
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
+    plan = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).run(None, {"x": x})[0]
+    want_threads = threaded_threads(monkeypatch) if threaded else 1
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+    assert ex.state["pool"].compiled[-1] == want_threads
+    got = session.run(None, {"x": x})[0]
+    assert np.isnan(got).sum() == np.isnan(plan).sum() > 3
+    np.testing.assert_array_equal(got, plan)
+
+
 @numba_missing
 @pytest.mark.parametrize("dtype, width", [(np.float64, 5), (np.float32, 21)])
 def test_compiled_depthwise_residual_float64_and_nan(dtype, width, monkeypatch):
