@@ -9,6 +9,7 @@ import numba
 import numpy as np
 from llvmlite import ir as llvm_ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 # Indices as unsigned: numba then drops its negative-index wraparound, which keeps LLVM from
@@ -123,6 +124,16 @@ def fill_phases(source, phases, strides, pads, grid, cells_w):
                 cell = at + b * grid
                 for j in range(first, end):
                     phases[index(cell + j)] = line[index(j * stride_w + b - pad_left)]
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def fill_phase_planes(x, phases, strides, pads):
+    """fill_phases for every plane of x (N, C, H, W) into phases (N, C, stride_h * stride_w,
+    cells_h, cells_w): conv_grid's input at strides past 1, and its padded plane at stride 1."""
+    grid = phases.shape[3] * phases.shape[4]
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            fill_phases(x[n, c], phases[n, c].reshape(-1), strides, pads, grid, phases.shape[4])
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
@@ -461,91 +472,224 @@ def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, act
                          tiles[worker], counter)
 
 
-# conv_rows's register block: ROWS_CHANNELS output channels x ROWS_PIXELS neighbouring pixels of
-# an output row (four 16-wide accumulators). Against conv_direct on stride-1 3x3 convs (us,
-# /tmp/w/rows.py): 16 -> 16 channels at 56x56 162 vs 180; 32 -> 32 at 28x28 153 vs 149; 16 -> 8 at
-# 224x224 98 GFLOP/s, where conv_direct's blocks of 16 channels would be half zeros.
-ROWS_CHANNELS = 4
-ROWS_PIXELS = 16
-ROWS_BLOCK = ROWS_CHANNELS * ROWS_PIXELS
-# conv_rows's threads share an output row in chunks of this many pixels (whole rows up to it).
-ROWS_CHUNK = 128
-# Convs with column stride 1 and output rows at least this wide (ROWS_PIXELS or more) take
-# conv_rows, the rest conv_direct: read by the plans only (tests move it), never inside a loop.
-ROWS_LOOP_WIDTH = ROWS_PIXELS
+def vector_lanes() -> int:
+    """float32 lanes of this CPU's widest vector registers: 16 with AVX-512 (32 registers), else 8
+    (AVX2's 16, NEON's 32 of 4 lanes, two per vector)."""
+    from llvmlite import binding
+
+    try:
+        features = binding.get_host_cpu_features().flatten().split(",")
+    except RuntimeError:  # llvmlite knows no features for this host
+        return 8
+    return 16 if "+avx512f" in features else 8
+
+
+# conv_grid's register block: GRID_CHANNELS output channels x GRID_LANES neighbouring grid pixels,
+# GRID_CHANNELS vector accumulators (8 of 32 registers with AVX-512, of 16 with AVX2). Against
+# the SLP-vectorized 4 x 16 block it replaces, one thread, /tmp/w/mk.py (us): 3x3 16 -> 16 at
+# 56x56 156 vs 167, 32 -> 32 at 28x28 149 vs 157, 64 -> 64 at 56x56 2242 vs 2734; 8 x 32 gained
+# no more, 12 x 32 and 6 x 48 lost (a block's channels past the conv's are zeros).
+GRID_CHANNELS = 8
+GRID_LANES = vector_lanes()
+GRID_BLOCK = GRID_CHANNELS * GRID_LANES
+# conv_grid's threads claim runs of this many grid pixels (a chunk).
+GRID_CHUNK = 128
+# Convs whose grid holds at least this many pixels (GRID_LANES or more) take conv_grid, the rest
+# conv_direct: read by the plans only (tests move it), never inside a loop.
+GRID_LOOP_PIXELS = GRID_LANES
+
+
+@intrinsic
+def tap_sums(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at, sums, channels, lanes):
+    """sums[i * lanes + j] = bias[bias_at + i] + sum over taps t of weights[w_at + t * channels + i]
+    * source[at + tap_offsets[t] + j], for i < channels and j < lanes (literals): the taps loop of
+    conv_grid as explicit vectors, `channels` accumulators of `lanes` floats in registers, one
+    vector load of the source row and one fused multiply-add per channel (its weight broadcast
+    from memory) per tap. Written as LLVM vectors because LLVM's SLP vectorizer gave up on numba
+    loops with larger blocks (22-62 ms instead of 0.58 for a 7x7 / 2 stem). sums: a 1-D array of
+    channels * lanes."""
+    if not (isinstance(channels, types.IntegerLiteral) and isinstance(lanes, types.IntegerLiteral)):
+        return None
+    count, width = channels.literal_value, lanes.literal_value
+
+    def codegen(context, builder, signature, args):
+        arrays = {k: context.make_array(signature.args[k])(context, builder, args[k]) for k in (0, 2, 3, 5, 7)}
+        source_data, offsets_data, weights_data, bias_data, sums_data = (arrays[k].data for k in (0, 2, 3, 5, 7))
+        taps = builder.extract_value(arrays[2].shape, 0)
+        at, w_at, bias_at = args[1], args[4], args[6]
+        i64, i32 = llvm_ir.IntType(64), llvm_ir.IntType(32)
+        vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vector, [vector] * 3),
+                                             f"llvm.fma.v{width}f32")
+        undefined = llvm_ir.Constant(vector, llvm_ir.Undefined)
+        lane_zero = llvm_ir.Constant(llvm_ir.VectorType(i32, width), [0] * width)
+
+        def splat(value):
+            return builder.shuffle_vector(builder.insert_element(undefined, value, i32(0)), undefined, lane_zero)
+
+        # Accumulators in stack cells: LLVM promotes them to registers (SROA).
+        cells = [cgutils.alloca_once(builder, vector) for _ in range(count)]
+        for i, cell in enumerate(cells):
+            builder.store(splat(builder.load(builder.gep(bias_data, [builder.add(bias_at, i64(i))]))), cell)
+        weights_at = builder.gep(weights_data, [w_at])
+        with cgutils.for_range(builder, taps) as loop:
+            tap = loop.index
+            offset = builder.load(builder.gep(offsets_data, [tap]))
+            row = builder.gep(source_data, [builder.add(at, offset)])
+            values = builder.load(builder.bitcast(row, vector.as_pointer()), align=4)
+            tap_weights = builder.gep(weights_at, [builder.mul(tap, i64(count))])
+            for i, cell in enumerate(cells):
+                weight = splat(builder.load(builder.gep(tap_weights, [i64(i)])))
+                builder.store(builder.call(fma, [weight, values, builder.load(cell)]), cell)
+        for i, cell in enumerate(cells):
+            target = builder.bitcast(builder.gep(sums_data, [i64(i * width)]), vector.as_pointer())
+            builder.store(builder.load(cell), target, align=4)
+        return context.get_dummy_value()
+
+    return types.none(source, at, tap_offsets, weights, w_at, bias, bias_at, sums, channels, lanes), codegen
+
+
+def _lane_mask(builder, width: int, low, high):
+    """The <width x i1> mask of lanes low <= lane < high (i64 values)."""
+    i64 = llvm_ir.IntType(64)
+    lanes = llvm_ir.Constant(llvm_ir.VectorType(i64, width), list(range(width)))
+
+    def splat(value):
+        undefined = llvm_ir.Constant(llvm_ir.VectorType(i64, width), llvm_ir.Undefined)
+        zeros = llvm_ir.Constant(llvm_ir.VectorType(llvm_ir.IntType(32), width), [0] * width)
+        return builder.shuffle_vector(builder.insert_element(undefined, value, llvm_ir.IntType(32)(0)), undefined, zeros)
+
+    return builder.and_(builder.icmp_signed(">=", lanes, splat(low)), builder.icmp_signed("<", lanes, splat(high)))
+
+
+@intrinsic
+def move_lanes(typingctx, sums, sums_at, array, base, low, high, lanes, add):
+    """For lanes low <= j < high of the vector at sums[sums_at] (`lanes` floats, a literal): with
+    add (a literal True) sums[sums_at + j] += array[base + j], else array[base + j] =
+    sums[sums_at + j]; the other lanes' elements of array are not touched (AVX-512's masked loads
+    and stores). base may be negative where low is past it."""
+    if not (isinstance(lanes, types.IntegerLiteral) and isinstance(add, types.BooleanLiteral)):
+        return None
+    width, adding = lanes.literal_value, add.literal_value
+
+    def codegen(context, builder, signature, args):
+        sums_data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        array_data = context.make_array(signature.args[2])(context, builder, args[2]).data
+        vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+        pointer = vector.as_pointer()
+        mask = _lane_mask(builder, width, args[4], args[5])
+        values_at = builder.bitcast(builder.gep(sums_data, [args[1]]), pointer)
+        # not inbounds: base + j is outside the array for masked-off lanes j
+        array_at = builder.bitcast(builder.gep(array_data, [args[3]], inbounds=False), pointer)
+        values = builder.load(values_at, align=4)
+        alignment = llvm_ir.IntType(32)(4)
+        if adding:
+            load = cgutils.get_or_insert_function(
+                builder.module, llvm_ir.FunctionType(vector, [pointer, alignment.type, mask.type, vector]),
+                f"llvm.masked.load.v{width}f32.p0v{width}f32")
+            extra = builder.call(load, [array_at, alignment, mask, llvm_ir.Constant(vector, [0.0] * width)])
+            builder.store(builder.fadd(values, extra), values_at, align=4)
+        else:
+            store = cgutils.get_or_insert_function(
+                builder.module, llvm_ir.FunctionType(llvm_ir.VoidType(), [vector, pointer, alignment.type, mask.type]),
+                f"llvm.masked.store.v{width}f32.p0v{width}f32")
+            builder.call(store, [values, array_at, alignment, mask])
+        return context.get_dummy_value()
+
+    return types.none(sums, sums_at, array, base, low, high, lanes, add), codegen
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter):
-    """conv_rows's work on one thread: it claims chunks of ROWS_CHUNK pixels of an output row (one
-    group of one batch entry; counter: the next chunk, shared by the threads) until none is left."""
+def grid_segments(sums, residual, out, n, m0, count, first, cells_w, out_w, has_residual, activation, low, high):
+    """The end of a conv_grid step that meets several grid rows or their columns past out_w: the
+    lanes of each row's output pixels (its column 0 at lane row * cells_w - first) into out, by
+    masked vector loads and stores."""
+    rows = range(first // cells_w, (first + GRID_LANES - 1) // cells_w + 1)
+    if has_residual:
+        for row in rows:
+            lane = row * cells_w - first
+            for i in range(count):
+                move_lanes(sums, i * GRID_LANES, residual[n, m0 + i], row * out_w - lane, max(lane, 0),
+                           min(GRID_LANES, lane + out_w), GRID_LANES, True)
+    activate_block(sums, GRID_BLOCK, activation, low, high)
+    for row in rows:
+        lane = row * cells_w - first
+        for i in range(count):
+            move_lanes(sums, i * GRID_LANES, out[n, m0 + i], row * out_w - lane, max(lane, 0),
+                       min(GRID_LANES, lane + out_w), GRID_LANES, False)
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter):
+    """conv_grid's work on one thread: it claims chunks of GRID_CHUNK grid pixels (of one group of
+    one batch entry; counter: the next chunk, shared by the threads) until none is left."""
     batch, channels_out, pixels = out.shape
     groups, blocks, taps, _ = weights.shape
     group_size = x.shape[1] // groups
     mg = channels_out // groups
     out_h = pixels // out_w
-    per_row = -(-out_w // ROWS_CHUNK)
+    total = (out_h - 1) * cells_w + out_w  # grid pixels up to the last output pixel
+    chunks = -(-total // GRID_CHUNK)
     has_residual = residual.size > 0
-    sums = numba.carray(stack_array(ROWS_BLOCK, x.dtype), ROWS_BLOCK)
+    sums = numba.carray(stack_array(GRID_BLOCK, x.dtype), GRID_BLOCK)
     item = claim(counter)
-    while item < batch * groups * out_h * per_row:
-        n, g = item // (groups * out_h * per_row), item // (out_h * per_row) % groups
-        oy, chunk = item // per_row % out_h, item % per_row * ROWS_CHUNK
+    while item < batch * groups * chunks:
+        n, g, chunk = item // (groups * chunks), item // chunks % groups, item % chunks
         item = claim(counter)
         source = x[n]
-        for done in range(chunk, min(chunk + ROWS_CHUNK, out_w), ROWS_PIXELS):
-            first = oy * out_w + min(done, out_w - ROWS_PIXELS)  # the step's first output pixel
-            at = g * group_size + oy * row_step + min(done, out_w - ROWS_PIXELS)
+        for done in range(chunk * GRID_CHUNK, min((chunk + 1) * GRID_CHUNK, total), GRID_LANES):
+            first = min(done, total - GRID_LANES)  # the step's first grid pixel
             for block in range(blocks):
-                w = weights[g, block]
-                bias_at = (g * blocks + block) * ROWS_CHANNELS
-                for i in range(ROWS_CHANNELS):
-                    for j in range(ROWS_PIXELS):
-                        sums[i * ROWS_PIXELS + j] = bias[index(bias_at + i)]
-                for t in range(taps):
-                    row = at + tap_offsets[index(t)]
-                    for i in range(ROWS_CHANNELS):
-                        weight = w[index(t), index(i)]
-                        for j in range(ROWS_PIXELS):
-                            sums[i * ROWS_PIXELS + j] += weight * source[index(row + j)]
-                count = min(ROWS_CHANNELS, mg - block * ROWS_CHANNELS)
-                m0 = g * mg + block * ROWS_CHANNELS
-                if has_residual:
-                    for i in range(ROWS_CHANNELS):
+                tap_sums(source, g * group_size + first, tap_offsets, weights, (g * blocks + block) * taps
+                         * GRID_CHANNELS, bias, (g * blocks + block) * GRID_CHANNELS, sums, GRID_CHANNELS, GRID_LANES)
+                count = min(GRID_CHANNELS, mg - block * GRID_CHANNELS)
+                m0 = g * mg + block * GRID_CHANNELS
+                row = first // cells_w
+                column = first - row * cells_w
+                if column + GRID_LANES <= out_w:
+                    # The whole step in one row's output pixels (most steps): whole vectors.
+                    at = row * out_w + column
+                    if has_residual:
+                        for i in range(GRID_CHANNELS):
+                            if i < count:
+                                extra = residual[n, index(m0 + i)]
+                                for j in range(GRID_LANES):
+                                    sums[i * GRID_LANES + j] += extra[index(at + j)]
+                    activate_block(sums, GRID_BLOCK, activation, low, high)
+                    for i in range(GRID_CHANNELS):
                         if i < count:
-                            line = residual[n, index(m0 + i)]
-                            for j in range(ROWS_PIXELS):
-                                sums[i * ROWS_PIXELS + j] += line[index(first + j)]
-                activate_block(sums, ROWS_BLOCK, activation, low, high)
-                for i in range(ROWS_CHANNELS):
-                    if i < count:
-                        line = out[n, index(m0 + i)]
-                        for j in range(ROWS_PIXELS):
-                            line[index(first + j)] = sums[i * ROWS_PIXELS + j]
+                            line = out[n, index(m0 + i)]
+                            for j in range(GRID_LANES):
+                                line[index(at + j)] = sums[i * GRID_LANES + j]
+                else:
+                    grid_segments(sums, residual, out, n, m0, count, first, cells_w, out_w, has_residual, activation,
+                                  low, high)
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
-def conv_rows(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter, workers):
-    """A grouped conv with column stride 1 from its zero-padded input, without im2col, along output
-    rows of at least 16 pixels: out[n, g * mg + m, oy * out_w + ox] = bias + sum over taps t of
-    weights[g, m // 4, t, m % 4] * x[n, g * group_size + tap_offsets[t] + oy * row_step + ox]
-    (+ residual), then Relu (activation 1) or a clip to [low, high] (2). x: (N, C * padded plane)
-    flat per batch; weights: (G, blocks, taps, 4), channels past mg zero; bias: (G * blocks * 4,);
-    residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or residual; counter:
-    one int64. NaN passes the clip as in numpy. `workers` threads share the chunks of output rows.
+def conv_grid(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter, workers):
+    """A grouped conv from its input laid out as a grid of cells_w columns per row, where output
+    pixel (oy, ox) of tap t reads x[n, g * group_size + tap_offsets[t] + oy * cells_w + ox]:
+    out[n, g * mg + m, oy * out_w + ox] = bias + sum over taps t of weights[g, m // 8, t, m % 8]
+    * that (+ residual), then Relu (activation 1) or a clip to [low, high] (2). The plan lays the
+    input out so: the zero-padded plane at stride 1 (cells_w its width), its stride phases
+    otherwise (phase_grid's), a 1x1 conv's plane as one row. x: (N, C * plane) flat per batch;
+    weights: (G, blocks, taps, GRID_CHANNELS), channels past mg zero; bias: (G * blocks *
+    GRID_CHANNELS,); residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or
+    residual; counter: one int64. NaN passes the clip as in numpy. `workers` threads share the
+    chunks of the grid.
 
-    Each step sums 4 channels x 16 pixels over every tap: one 16-wide load of the input row,
-    four broadcast weights and four multiply-adds, all in registers; its results are four
-    contiguous stores. A row's last step, where the row is not a multiple of 16 pixels, moves back
-    to end at the row's end and stores a few pixels again, the same values (storing only the new
-    ones keeps the sums out of registers: x1.5-2.5 the time on 1x1 convs). Needs the SLP
-    vectorizer (vectorized_loop compiles it so)."""
+    Each step sums GRID_CHANNELS channels x GRID_LANES consecutive grid pixels over every tap in
+    registers (tap_sums), then stores the pixels that are output pixels: the grid's columns past
+    out_w only pad its rows (a row of out_w pixels costs cells_w / out_w, 58 / 56 at ResNet's
+    3x3 stride-1 56x56, where steps along each row cost 64 / 56). The last step moves back to end
+    at the grid's last output pixel and stores a few pixels again, the same values."""
     counter[0] = 0
     if workers == 1:
-        row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter)
+        grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter)
     else:
         for _ in numba.prange(workers):
-            row_chunks(x, weights, bias, residual, out, tap_offsets, row_step, out_w, activation, low, high, counter)
+            grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter)
 
 
 # depthwise_rows's register block: DEPTHWISE_ROWS output rows x DEPTHWISE_PIXELS pixels of one channel.
@@ -754,7 +898,7 @@ def _read(dtype, ndim: int):
 VECTORIZED_SIGNATURES = {
     "conv_direct": (_read(_F32, 2), _read(_F32, 4), _read(_F32, 1), _read(_F32, 3), _F32[:, :, ::1],
                     _read(types.intp, 1), _read(types.intp, 1), _I64, _F32, _F32, _F32[:, ::1], _I64[::1], _I64),
-    "conv_rows": (_read(_F32, 2), _read(_F32, 4), _read(_F32, 1), _read(_F32, 3), _F32[:, :, ::1],
+    "conv_grid": (_read(_F32, 2), _read(_F32, 4), _read(_F32, 1), _read(_F32, 3), _F32[:, :, ::1],
                   _read(types.intp, 1), _I64, _I64, _I64, _F32, _F32, _I64[::1], _I64),
     "depthwise_rows": (_read(_F32, 4), _read(_F32, 2), _read(_F32, 1), _read(_F32, 4), _F32[:, :, :, ::1],
                        _read(_I64, 1), _read(_I64, 1), _read(_I64, 1), _read(_I64, 1), _I64, _I64, _F32, _F32,
@@ -770,7 +914,7 @@ def can_vectorize() -> bool:
 
 
 def vectorized_loop(name: str):
-    """conv_direct, conv_rows or depthwise_rows compiled for float32 with LLVM's SLP vectorizer on, which numba
+    """conv_direct, conv_grid or depthwise_rows compiled for float32 with LLVM's SLP vectorizer on, which numba
     leaves off by default (without it their stack sums stay scalar: 8 ms instead of 0.5 ms for a
     7x7/2 stem), and closed to other signatures, so that no call compiles it again without. None
     where this numba has no such switch."""

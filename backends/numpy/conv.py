@@ -858,17 +858,18 @@ class _CompiledDepthwisePlan:
 
 
 class _CompiledDirectPlan:
-    """A 1-D or 2-D float32 Conv as one compiled loop from its padded input, without im2col: along
-    output rows of 16 pixels or more at column stride 1, 4 output channels x 16 pixels summed in
-    registers (compiled_loops.conv_rows), else 16 output channels x 4 pixels
-    (compiled_loops.conv_direct); the bias, the residual and a Relu or Clip inside the loop,
-    another activation after it."""
+    """A 1-D or 2-D float32 Conv as one compiled loop, without im2col: where its output grid holds
+    GRID_LANES pixels or more, 8 output channels x GRID_LANES grid pixels summed in registers
+    (compiled_loops.conv_grid) from its zero-padded input, laid out in stride phases at strides
+    past 1 (each tap then reads a row with stride 1), a 1x1 conv's plane read as one row; else 16
+    output channels x 4 pixels (compiled_loops.conv_direct) from its zero-padded input. The bias,
+    the residual and a Relu or Clip inside the loop, another activation after it."""
 
     shared = False
 
     def __init__(self, ex, strides, dilations, begin, end):
         step, loops = ex.step, compiled.loops()
-        x_shape = tuple(step.input_specs[0].shape[:2]) + _as_2d(step.input_specs[0].shape[2:], 1)
+        self.x_shape = x_shape = tuple(step.input_specs[0].shape[:2]) + _as_2d(step.input_specs[0].shape[2:], 1)
         w_shape = step.input_specs[1].shape
         out = step.output_specs[0].shape
         out_h, out_w = _as_2d(out[2:], 1)
@@ -879,28 +880,48 @@ class _CompiledDirectPlan:
         self.group = group = ex.attrs["group"]
         self.mg = w_shape[0] // group
         self.out_shape = (out[0], out[1], out_h * out_w)
-        self.padded_shape = (n, c, height + top + bottom, width + left + right)
-        padded_h, padded_w = self.padded_shape[2:]
-        self.padded = None
-        if top or bottom or left or right:
-            self.padded = aligned_zeros(self.padded_shape, np.float32)
-            self.interior = self.padded[:, :, top:top + height, left:left + width]
         channel, ky, kx = np.meshgrid(np.arange(c // group), np.arange(kernel_h), np.arange(kernel_w), indexing="ij")
-        tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
         self.threads = compiled.loop_threads(ex, math.prod(out) * math.prod(w_shape[1:]),
                                              compiled.THREADED_CONV_MULTIPLY_ADDS)
+        padded = top or bottom or left or right
         # A 1x1 conv with stride 1 and no padding reads its plane as one row. It takes the loop for
         # its threads only: a run on one thread (a capped run, a forked child) takes numpy's BLAS
         # as a one-thread session does, faster there, and RunChoice compares like with like.
-        plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and self.padded is None
+        plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and not padded
         self.one_thread = _ConvPlan(ex, strides, dilations, begin, end) if plane_is_row else None
-        row_w, row_step = (out_h * out_w, 0) if plane_is_row else (out_w, stride_h * padded_w)
-        if stride_w == 1 and row_w >= max(loops.ROWS_LOOP_WIDTH, loops.ROWS_PIXELS):
-            self.loop_name, self.block = "conv_rows", loops.ROWS_CHANNELS
-            self.layout = (tap_offsets.astype(np.intp), row_step, row_w)
-            self.buffers = (_counter(),)  # the next chunk of a row
+        # The input as the loop reads it: x itself, or a buffer zeroed once whose interior each run
+        # fills (the padded plane, or its stride phases).
+        self.padded = self.phases = None
+        geometry = (np.array([stride_h, stride_w], np.int64), np.array([dilation_h, dilation_w], np.int64),
+                    np.array([top, left], np.int64))
+        if plane_is_row:
+            grid_h, grid_w = 1, out_h * out_w  # the output grid too: one row
+            cells_h, cells_w = grid_h, grid_w
+        else:
+            grid_h, grid_w = out_h, out_w
+            cells_h, cells_w, _ = loops.phase_grid(x_shape, (n, out[1], out_h, out_w), (kernel_h, kernel_w), *geometry)
+        # Phases no tap reads (a strided 1x1 conv reads one of four) would be filled for nothing:
+        # conv_direct reads the input in place (resnet's 1x1 / 2 projection 31 us against 52).
+        phases_read = {(y * dilation_h % stride_h, x * dilation_w % stride_w)
+                       for y in range(kernel_h) for x in range(kernel_w)}
+        if ((grid_h - 1) * cells_w + grid_w >= max(loops.GRID_LOOP_PIXELS, loops.GRID_LANES)
+                and len(phases_read) == stride_h * stride_w):
+            self.loop_name, self.block = "conv_grid", loops.GRID_CHANNELS
+            phase_count, grid = stride_h * stride_w, cells_h * cells_w
+            taps = [loops.tap_offset(y, x, *geometry[:2], grid, cells_w) for y, x in zip(ky.ravel(), kx.ravel())]
+            tap_offsets = channel.ravel() * phase_count * grid + np.array(taps)
+            if not plane_is_row and (phase_count, cells_h, cells_w) != (1, height, width):
+                self.phases = aligned_zeros((n, c, phase_count, cells_h, cells_w), np.float32)
+                self.phase_geometry = (geometry[0], geometry[2])
+            self.layout = (tap_offsets.astype(np.intp), cells_w, grid_w)
+            self.buffers = (_counter(),)  # the next chunk of the grid
         else:
             self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
+            padded_h, padded_w = height + top + bottom, width + left + right
+            if padded:
+                self.padded = aligned_zeros((n, c, padded_h, padded_w), np.float32)
+                self.interior = self.padded[:, :, top:top + height, left:left + width]
+            tap_offsets = (channel * padded_h * padded_w + ky * dilation_h * padded_w + kx * dilation_w).ravel()
             oy, ox = np.meshgrid(np.arange(out_h), np.arange(out_w), indexing="ij")
             pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
             self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
@@ -960,11 +981,15 @@ class _CompiledDirectPlan:
         if workers == 1 and self.one_thread is not None:
             _run_prepared(ex, self.one_thread, x, w, b, residual, out)
             return
-        if self.padded is None:
-            source = np.ascontiguousarray(x).reshape(self.padded_shape[0], -1)
-        else:
+        if self.phases is not None:
+            compiled.loops().fill_phase_planes(np.ascontiguousarray(x).reshape(self.x_shape), self.phases,
+                                               *self.phase_geometry)
+            source = self.phases.reshape(len(x), -1)
+        elif self.padded is not None:
             np.copyto(self.interior, x.reshape(self.interior.shape))
-            source = self.padded.reshape(self.padded_shape[0], -1)
+            source = self.padded.reshape(len(x), -1)
+        else:
+            source = np.ascontiguousarray(x).reshape(len(x), -1)
         weights = self.pack_weights(w) if self.weights is None else self.weights
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)

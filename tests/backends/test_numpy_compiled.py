@@ -4,7 +4,7 @@ edges: channels not a multiple of 4, batch > 1, channel multipliers, strides, di
 and large padding, 1-D convs, every fused activation, a residual, float64, NaN, through every loop
 that takes them. Direct float32 convs on the same kinds of edges through both loops, grouped,
 with outputs not a multiple of a block's channels, planes under conv_direct's 4 pixels, rows not a
-multiple of conv_rows's 16. The Relu / Clip epilogue and float32 GELU bit for bit against numpy,
+multiple of conv_grid's step. The Relu / Clip epilogue and float32 GELU bit for bit against numpy,
 LayerNorm on rows far from zero. numba is a test dependency; where it is missing, only the numpy
 plans' checks run."""
 import math
@@ -238,13 +238,35 @@ DIRECT_CASES = [  # x shape, w shape, group, Conv attributes
     ((1, 6, 12, 40), (10, 3, 3, 5), 2, {"strides": [2, 1], "dilations": [2, 1], "pads": [2, 2, 1, 3]}),
     ((2, 4, 50), (6, 4, 3), 1, {"pads": [1, 2], "dilations": [2]}),  # 1-D rows
     ((1, 3, 18, 18), (8, 3, 3, 3), 1, {}),  # rows of exactly 16 pixels, no padding
+    ((2, 5, 21, 40), (9, 5, 3, 3), 1, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # stride phases, wide rows
+    ((1, 3, 40, 37), (16, 3, 7, 7), 1, {"strides": [2, 2], "pads": [3, 3, 3, 3]}),  # a stem's phases
+    ((1, 4, 17, 23), (8, 4, 3, 2), 1, {"strides": [3, 2], "dilations": [2, 3], "pads": [1, 2, 3, 0]}),
+    ((1, 6, 7, 7), (8, 6, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # rows of 7: a step meets up to 3 rows
+    ((2, 8, 14, 14), (12, 8, 1, 1), 1, {"strides": [2, 2]}),  # a strided 1x1: conv_direct
 ]
 
 
-# Every case through conv_direct, and through conv_rows where its rows qualify (column stride 1, 16+ pixels).
+def grid_pixels(x_shape, w_shape, attrs) -> int:
+    """The pixels of conv_grid's grid for a case: (out_h - 1) * cells_w + out_w; 0 where a stride
+    phase of the input is read by no tap (a strided 1x1 conv), which conv_grid leaves to conv_direct."""
+    rank = len(x_shape) - 2
+    pads = attrs.get("pads", [0] * 2 * rank)
+    strides, dilations = attrs.get("strides", [1] * rank), attrs.get("dilations", [1] * rank)
+    for size, step, gap in zip(w_shape[2:], strides, dilations):
+        if len({k * gap % step for k in range(size)}) < step:
+            return 0
+    stride, dilation = strides[-1], dilations[-1]
+    out_h = conv_out_size(x_shape, w_shape, attrs, 0) if rank == 2 else 1
+    out_w = conv_out_size(x_shape, w_shape, attrs, -1)
+    if w_shape[2:] == (1,) * rank and stride == 1 and not any(pads) and attrs.get("strides", [1])[0] == 1:
+        return out_h * out_w  # the plane as one row
+    padded_w = max(x_shape[-1] + pads[rank - 1], (out_w - 1) * stride + (w_shape[-1] - 1) * dilation + 1)
+    return (out_h - 1) * -(-padded_w // stride) + out_w
+
+
+# Every case through conv_direct, and through conv_grid where its grid holds a step's pixels (16 at most).
 DIRECT_LOOP_CASES = [(*case, "conv_direct") for case in DIRECT_CASES] + [
-    (*case, "conv_rows") for case in DIRECT_CASES
-    if case[3].get("strides", [1])[-1] == 1 and conv_out_size(case[0], case[1], case[3], -1) >= 16]
+    (*case, "conv_grid") for case in DIRECT_CASES if grid_pixels(case[0], case[1], case[3]) >= 16]
 
 
 @numba_missing
@@ -252,8 +274,7 @@ DIRECT_LOOP_CASES = [(*case, "conv_direct") for case in DIRECT_CASES] + [
 @pytest.mark.parametrize("activation", [None, "Relu", "Clip", "Sigmoid"])
 def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, group, attrs, loop, activation,
                                                                      monkeypatch):
-    if loop == "conv_direct":
-        monkeypatch.setattr(compiled.loops(), "ROWS_LOOP_WIDTH", 10**9)
+    monkeypatch.setattr(compiled.loops(), "GRID_LOOP_PIXELS", 10**9 if loop == "conv_direct" else 0)
     model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu", group=group)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
@@ -266,12 +287,13 @@ def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_
 
 
 @numba_missing
-@pytest.mark.parametrize("width, loop", [(9, "conv_direct"), (21, "conv_rows")])
+@pytest.mark.parametrize("width, loop", [(9, "conv_direct"), (21, "conv_grid")])
 @pytest.mark.parametrize("weights_as_inputs", [False, True])
 def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(width, loop, weights_as_inputs, monkeypatch):
     """Both loops: the residual is added before the Clip; NaN passes the clip as in onnxruntime;
     weights and bias given as inputs are packed on every run (new values each time)."""
     x_shape, w_shape, y_shape = (2, 6, 7, width), (10, 6, 3, 3), (2, 10, 7, width)
+    monkeypatch.setattr(compiled.loops(), "GRID_LOOP_PIXELS", 10**9 if loop == "conv_direct" else 0)
     model = depthwise_model(x_shape, w_shape, {"pads": [1, 1, 1, 1]}, activation="Clip", residual=list(y_shape),
                             group=1, weights_as_inputs=weights_as_inputs)
     reference = ort.InferenceSession(model.SerializeToString())
@@ -311,7 +333,7 @@ def run_with_threads(model, feeds):
 
 
 THREADED_CASES = [(x, w, g, a, {"activation": "Clip", "group": g}) for x, w, g, a in DIRECT_CASES] + [
-    ((2, 4, 300), (6, 4, 3), 1, {"pads": [1, 1]}, {"group": 1}),  # rows of 300: conv_rows's chunks of 128
+    ((2, 4, 300), (6, 4, 3), 1, {"pads": [1, 1]}, {"group": 1}),  # rows of 300: conv_grid's chunks of 128
     ((2, 3, 6, 21), (3, 1, 3, 3), 3, {"pads": [1, 1, 1, 1]}, {"residual": [2, 3, 6, 21]}),  # depthwise_rows
     ((1, 6, 13, 40), (12, 1, 3, 3), 6, {"strides": [2, 2], "pads": [1, 0, 0, 1]}, {"activation": "Relu"}),
 ]
@@ -330,8 +352,8 @@ def test_compiled_conv_loops_on_two_threads_give_one_threads_floats(x_shape, w_s
     if "residual" in options:
         feeds["r"] = rng.standard_normal(options["residual"]).astype(np.float32)
     monkeypatch.setenv(compiled.COMPILED_ENV, "1")
-    for loop_width in (loops.ROWS_PIXELS, 10**9):  # conv_rows where the rows take it, then conv_direct
-        monkeypatch.setattr(loops, "ROWS_LOOP_WIDTH", loop_width)
+    for grid_pixels_from in (loops.GRID_LANES, 10**9):  # conv_grid where the grid takes it, then conv_direct
+        monkeypatch.setattr(loops, "GRID_LOOP_PIXELS", grid_pixels_from)
         monkeypatch.setenv(compiled.THREADS_ENV, "1")
         one, one_threads = run_with_threads(model, feeds)
         count = threaded_threads(monkeypatch)
@@ -361,7 +383,7 @@ def test_pointwise_convs_take_the_compiled_loops_only_with_threads(x_shape, w_sh
     assert "compiled" not in variants[0]
     threaded_threads(monkeypatch)
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    loop = "conv_rows" if math.prod(x_shape[2:]) >= 16 else "conv_direct"
+    loop = "conv_grid" if math.prod(x_shape[2:]) >= compiled.loops().GRID_LANES else "conv_direct"
     assert variants == [f"direct, compiled loop ({loop}), on one thread matmul"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
@@ -570,7 +592,7 @@ def test_threaded_conv_runs_in_a_forked_child(monkeypatch):
 
 
 @numba_missing
-@pytest.mark.parametrize("name", ["conv_direct", "conv_rows", "depthwise_rows"])
+@pytest.mark.parametrize("name", ["conv_direct", "conv_grid", "depthwise_rows"])
 def test_vectorized_loops_are_compiled_once_and_closed(name, monkeypatch):
     """vectorized_loop compiles one float32 signature and closes the loop to others (a call with
     other types would compile it again without the SLP vectorizer); where numba has no SLP switch,
@@ -841,7 +863,7 @@ def test_numpy_tensors_and_loop_buffers_start_on_cache_lines(monkeypatch):
         elif isinstance(value, Intermediate) and not value.shared:
             arrays.append(value.buffer)
         elif hasattr(value, "__dict__") and type(value).__module__.startswith("wgnn.backends.numpy"):
-            for name in ("padded", "first", "buffers", "pair", "expand", "stages", "block", "state"):
+            for name in ("padded", "phases", "first", "buffers", "pair", "expand", "stages", "block", "state"):
                 collect(getattr(value, name, None))
         elif isinstance(value, dict):
             collect(list(value.values()))

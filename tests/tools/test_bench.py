@@ -39,7 +39,7 @@ def test_numpy_text_output():
 def test_numpy_per_op_names_each_steps_path(compiled_loops):
     """On numpy the per-op table's kernel column names the path each step prepared, per stage for
     fused ops: at 96x96 MobileNetV2's depthwise convs run as compiled loops (where numba is
-    installed) and so does its stem (a direct conv), else its stride-2 depthwise convs go in chunks
+    installed) and so does its stem (a direct conv over stride phases), else its stride-2 depthwise convs go in chunks
     of channels and the stem is an im2col product."""
     from wgnn.backends.numpy import compiled
 
@@ -51,11 +51,11 @@ def test_numpy_per_op_names_each_steps_path(compiled_loops):
     # (the pointwise products go in bands of columns where numpy's BLAS has a small-product kernel;
     # large ones through a compiled loop where it has threads)
     product = r"matmul(, \d+ bands)?"
-    pointwise = rf"({product}|direct, compiled loop \(conv_(rows|direct)\), on one thread {product})"
+    pointwise = rf"({product}|direct, compiled loop \(conv_(grid|direct)\), on one thread {product})"
     assert all(re.fullmatch(rf"dw: .*; pw: {pointwise}; ex: {pointwise}", k) for k in blocks)
     if compiled_loops == "1" and compiled._numba() is not None:
         assert all(k.startswith("dw: depthwise, compiled loop (depthwise_") for k in blocks)
-        assert kernels["Conv"] == "direct, compiled loop (conv_direct)"
+        assert kernels["Conv"] == "direct, compiled loop (conv_grid)"
         assert re.fullmatch(rf"numba {re.escape(compiled._numba().__version__)}, \d+ threads?( \((omp|tbb)\))?",
                             result["numpy_compiled"])
     else:
