@@ -499,6 +499,21 @@ GRID_CHUNK = 128
 GRID_LOOP_PIXELS = GRID_LANES
 
 
+def _splat(builder, value, width: int):
+    """An LLVM vector of `width` copies of a scalar value."""
+    vector = llvm_ir.VectorType(value.type, width)
+    undefined = llvm_ir.Constant(vector, llvm_ir.Undefined)
+    zeros = llvm_ir.Constant(llvm_ir.VectorType(llvm_ir.IntType(32), width), [0] * width)
+    return builder.shuffle_vector(builder.insert_element(undefined, value, llvm_ir.IntType(32)(0)), undefined, zeros)
+
+
+def _lane_mask(builder, width: int, low, high):
+    """The <width x i1> mask of lanes low <= lane < high (i64 values)."""
+    lanes = llvm_ir.Constant(llvm_ir.VectorType(llvm_ir.IntType(64), width), list(range(width)))
+    return builder.and_(builder.icmp_signed(">=", lanes, _splat(builder, low, width)),
+                        builder.icmp_signed("<", lanes, _splat(builder, high, width)))
+
+
 @intrinsic
 def tap_sums(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at, sums, channels, lanes):
     """sums[i * lanes + j] = bias[bias_at + i] + sum over taps t of weights[w_at + t * channels + i]
@@ -517,20 +532,15 @@ def tap_sums(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at, s
         source_data, offsets_data, weights_data, bias_data, sums_data = (arrays[k].data for k in (0, 2, 3, 5, 7))
         taps = builder.extract_value(arrays[2].shape, 0)
         at, w_at, bias_at = args[1], args[4], args[6]
-        i64, i32 = llvm_ir.IntType(64), llvm_ir.IntType(32)
+        i64 = llvm_ir.IntType(64)
         vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
         fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vector, [vector] * 3),
                                              f"llvm.fma.v{width}f32")
-        undefined = llvm_ir.Constant(vector, llvm_ir.Undefined)
-        lane_zero = llvm_ir.Constant(llvm_ir.VectorType(i32, width), [0] * width)
-
-        def splat(value):
-            return builder.shuffle_vector(builder.insert_element(undefined, value, i32(0)), undefined, lane_zero)
-
         # Accumulators in stack cells: LLVM promotes them to registers (SROA).
         cells = [cgutils.alloca_once(builder, vector) for _ in range(count)]
         for i, cell in enumerate(cells):
-            builder.store(splat(builder.load(builder.gep(bias_data, [builder.add(bias_at, i64(i))]))), cell)
+            builder.store(_splat(builder, builder.load(builder.gep(bias_data, [builder.add(bias_at, i64(i))])), width),
+                          cell)
         weights_at = builder.gep(weights_data, [w_at])
         with cgutils.for_range(builder, taps) as loop:
             tap = loop.index
@@ -539,7 +549,7 @@ def tap_sums(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at, s
             values = builder.load(builder.bitcast(row, vector.as_pointer()), align=4)
             tap_weights = builder.gep(weights_at, [builder.mul(tap, i64(count))])
             for i, cell in enumerate(cells):
-                weight = splat(builder.load(builder.gep(tap_weights, [i64(i)])))
+                weight = _splat(builder, builder.load(builder.gep(tap_weights, [i64(i)])), width)
                 builder.store(builder.call(fma, [weight, values, builder.load(cell)]), cell)
         for i, cell in enumerate(cells):
             target = builder.bitcast(builder.gep(sums_data, [i64(i * width)]), vector.as_pointer())
@@ -547,19 +557,6 @@ def tap_sums(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at, s
         return context.get_dummy_value()
 
     return types.none(source, at, tap_offsets, weights, w_at, bias, bias_at, sums, channels, lanes), codegen
-
-
-def _lane_mask(builder, width: int, low, high):
-    """The <width x i1> mask of lanes low <= lane < high (i64 values)."""
-    i64 = llvm_ir.IntType(64)
-    lanes = llvm_ir.Constant(llvm_ir.VectorType(i64, width), list(range(width)))
-
-    def splat(value):
-        undefined = llvm_ir.Constant(llvm_ir.VectorType(i64, width), llvm_ir.Undefined)
-        zeros = llvm_ir.Constant(llvm_ir.VectorType(llvm_ir.IntType(32), width), [0] * width)
-        return builder.shuffle_vector(builder.insert_element(undefined, value, llvm_ir.IntType(32)(0)), undefined, zeros)
-
-    return builder.and_(builder.icmp_signed(">=", lanes, splat(low)), builder.icmp_signed("<", lanes, splat(high)))
 
 
 @intrinsic

@@ -857,6 +857,11 @@ class _CompiledDepthwisePlan:
             self.kind(out, out)
 
 
+# Strided convs of at most this many input channels per group (image stems) take conv_grid over
+# stride phases, the others conv_direct (_CompiledDirectPlan).
+STRIDED_GRID_CHANNELS = 4
+
+
 class _CompiledDirectPlan:
     """A 1-D or 2-D float32 Conv as one compiled loop, without im2col: where its output grid holds
     GRID_LANES pixels or more, 8 output channels x GRID_LANES grid pixels summed in registers
@@ -900,12 +905,16 @@ class _CompiledDirectPlan:
         else:
             grid_h, grid_w = out_h, out_w
             cells_h, cells_w, _ = loops.phase_grid(x_shape, (n, out[1], out_h, out_w), (kernel_h, kernel_w), *geometry)
-        # Phases no tap reads (a strided 1x1 conv reads one of four) would be filled for nothing:
-        # conv_direct reads the input in place (resnet's 1x1 / 2 projection 31 us against 52).
+        # At strides past 1 the stride phases cost a pass over the input each run (about 0.4 ns an
+        # element here), which only image stems, a few input channels under many taps, win back
+        # (/tmp/w/stem.py, one thread, grid / direct us: 7x7 / 2 3 -> 16 at 224 434 / 521, 3x3 / 2
+        # 3 -> 32 at 224 306 / 403; 3x3 / 2 16 -> 32 at 56 110 / 94-100, at 112 374-387 / 331-358).
+        # Phases no tap reads (a strided 1x1 conv reads one of four) would be filled for nothing.
         phases_read = {(y * dilation_h % stride_h, x * dilation_w % stride_w)
                        for y in range(kernel_h) for x in range(kernel_w)}
-        if ((grid_h - 1) * cells_w + grid_w >= max(loops.GRID_LOOP_PIXELS, loops.GRID_LANES)
-                and len(phases_read) == stride_h * stride_w):
+        phases_pay = stride_h == stride_w == 1 or (c // group <= STRIDED_GRID_CHANNELS
+                                                   and len(phases_read) == stride_h * stride_w)
+        if (grid_h - 1) * cells_w + grid_w >= max(loops.GRID_LOOP_PIXELS, loops.GRID_LANES) and phases_pay:
             self.loop_name, self.block = "conv_grid", loops.GRID_CHANNELS
             phase_count, grid = stride_h * stride_w, cells_h * cells_w
             taps = [loops.tap_offset(y, x, *geometry[:2], grid, cells_w) for y, x in zip(ky.ravel(), kx.ravel())]
