@@ -29,12 +29,13 @@ so fewer calls is what makes this fast.
   on buffers that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
 - Where numba runs the compiled loops (backends/numpy/compiled.py), a float32 conv that is neither
   depthwise nor a plain product (1x1, stride 1, no padding) runs without im2col as one compiled
-  loop from its padded input (_CompiledDirectPlan: compiled_loops.conv_rows along rows of 16+
-  pixels at column stride 1, else conv_direct): 70-95 GFLOP/s on one core here against 50-60
-  for im2col + BLAS at ResNet's 224x224 shapes. Large convs share the loop among threads
-  (compiled.threads_for); with threads, large plain products take conv_rows too, their plane as
-  one row (two threads x0.55-0.74 of OpenBLAS's time on one), and keep the BLAS plan for runs on
-  one thread (x0.77 of conv_rows's time on one thread inside mobilenetv2).
+  loop from its padded input (_CompiledDirectPlan: compiled_loops.conv_grid over the padded
+  plane's whole rows at stride 1, and over an image stem's stride phases; else conv_direct):
+  80-95 GFLOP/s on one core here against 50-60 for im2col + BLAS at ResNet's 224x224 shapes.
+  Large convs share the loop among threads (compiled.threads_for); with threads, large plain
+  products take conv_grid too, their plane as one row (two threads x0.55-0.74 of OpenBLAS's time
+  on one), and keep the BLAS plan for runs on one thread (x0.77 of the loop's time on one thread
+  inside mobilenetv2).
 - The im2col and the widened result are not kept per step but laid out in the backend's shared
   scratch memory (NumpyBackend.scratch), the row of ones rewritten on every run, the views built
   again only when the scratch array changes. The padded input, whose zero border is written once,
@@ -865,8 +866,9 @@ STRIDED_GRID_CHANNELS = 4
 class _CompiledDirectPlan:
     """A 1-D or 2-D float32 Conv as one compiled loop, without im2col: where its output grid holds
     GRID_LANES pixels or more, 8 output channels x GRID_LANES grid pixels summed in registers
-    (compiled_loops.conv_grid) from its zero-padded input, laid out in stride phases at strides
-    past 1 (each tap then reads a row with stride 1), a 1x1 conv's plane read as one row; else 16
+    (compiled_loops.conv_grid) from its zero-padded input at stride 1 (a 1x1 conv's plane read as
+    one row), or an image stem's laid out in stride phases (each tap then reads a row with stride
+    1: STRIDED_GRID_CHANNELS); else 16
     output channels x 4 pixels (compiled_loops.conv_direct) from its zero-padded input. The bias,
     the residual and a Relu or Clip inside the loop, another activation after it."""
 
