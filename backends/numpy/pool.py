@@ -107,7 +107,7 @@ class _PoolPlan:
         if self.indices:
             self._prepare_indices(ex, sizes, kernel, strides, dilations, begin, out)
         self.compiled = None  # (loop, its arguments after x and out) where a compiled loop runs it
-        if (kind == "max" and not self.indices and not self.empty and len(sizes) in (1, 2)
+        if (kind == "max" and not self.indices and math.prod(self.out_shape) > 0 and len(sizes) in (1, 2)
                 and dtype in (np.float32, np.float64) and compiled.enabled()):
             self._prepare_compiled(ex, dtype, kernel, strides, dilations, begin, out)
         elif self.buffered:
