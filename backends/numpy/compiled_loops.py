@@ -787,10 +787,16 @@ def nan_max(a, b):
     return a if (a > b) | (a != a) else b
 
 
+@numba.njit(cache=True, inline="always")
+def window_span(out_size, kernel, stride, dilation):
+    """The padded input extent a pool's windows read along one axis."""
+    return (out_size - 1) * stride + (kernel - 1) * dilation + 1
+
+
 def max_pool_line_size(out_w: int, kernel_w: int, stride_w: int, dilation_w: int) -> int:
     """The size of one thread's row buffer of max_pool_rows: the padded input row its windows read,
     then that row's two column phases (used at column stride 2)."""
-    span = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1
+    span = window_span(out_w, kernel_w, stride_w, dilation_w)
     return span + 2 * (span // 2 + 1)
 
 
@@ -803,7 +809,7 @@ def max_pool_planes(x, out, kernel, strides, dilations, pads, line, counter):
     stride_h, stride_w = strides[0], strides[1]
     dilation_h, dilation_w = dilations[0], dilations[1]
     top, left = pads[0], pads[1]
-    span = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1  # padded columns the windows read
+    span = window_span(out_w, kernel_w, stride_w, dilation_w)
     columns = max(0, min(width, span - left))  # input columns they read
     halves = span // 2 + 1
     lowest = -np.inf

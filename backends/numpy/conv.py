@@ -61,7 +61,7 @@ from ...engine.ops.conv import conv_transpose_geometry, resolve_pads, spatial_li
 from . import blas, compiled
 from .blas import matmul_in_bands, small_product_columns
 from .elementwise import apply_unary, unary_into
-from .kernel import CACHE_LINE, aligned_zeros, numpy_kernel
+from .kernel import aligned_zeros, numpy_kernel, thread_rows, work_counter
 
 
 def infer_context(ex) -> InferContext:
@@ -763,19 +763,6 @@ class _DepthwisePlan:
                     np.copyto(target, src)
 
 
-def _thread_rows(threads: int, size: int, dtype) -> np.ndarray:
-    """A loop's per-thread buffers of at least size elements each, (threads, size rounded up to
-    whole cache lines), zeroed: each row on its own lines."""
-    line = CACHE_LINE // np.dtype(dtype).itemsize
-    return aligned_zeros((threads, -(-size // line) * line), dtype)
-
-
-def _counter() -> np.ndarray:
-    """The int64 the threads of a loop claim their work from, alone on its cache line (other data
-    there would move between the cores with every claim)."""
-    return aligned_zeros(CACHE_LINE // 8, np.int64)[:1]
-
-
 def _loop_activation(ex, dtype: np.dtype) -> tuple:
     """A conv step's fused activation as the compiled loops take it: (code, low, high) for the Relu
     or Clip inside the loop (compiled.ACTIVATIONS), and the epilogue of any other kind, run after."""
@@ -825,8 +812,8 @@ class _CompiledDepthwisePlan:
                 self.kernel = np.array(kernel, np.int64)
                 self.threads = compiled.loop_threads(ex, math.prod(out_shape) * math.prod(kernel),
                                                      compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
-                self.buffers = (_thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
-                                _counter())  # phases per thread, tap offsets, the next plane
+                self.buffers = (thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
+                                work_counter())  # phases per thread, tap offsets, the next plane
             else:
                 self.loop = loops.depthwise_phases
                 self.buffers = (np.zeros(size, dtype), np.empty(out_shape[2] * cells_w, dtype))
@@ -923,9 +910,9 @@ class _CompiledDirectPlan:
             tap_offsets = channel.ravel() * phase_count * grid + np.array(taps)
             if not plane_is_row and (phase_count, cells_h, cells_w) != (1, height, width):
                 self.phases = aligned_zeros((n, c, phase_count, cells_h, cells_w), np.float32)
-                self.phase_geometry = (geometry[0], geometry[2])
+                self.fill_phases, self.phase_geometry = loops.fill_phase_planes, (geometry[0], geometry[2])
             self.layout = (tap_offsets.astype(np.intp), cells_w, grid_w)
-            self.buffers = (_counter(),)  # the next chunk of the grid
+            self.buffers = (work_counter(),)  # the next chunk of the grid
         else:
             self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
             padded_h, padded_w = height + top + bottom, width + left + right
@@ -937,7 +924,7 @@ class _CompiledDirectPlan:
             pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
             self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
             # a tile per thread, the next tile
-            self.buffers = (_thread_rows(self.threads, loops.DIRECT_TILE * self.block, np.float32), _counter())
+            self.buffers = (thread_rows(self.threads, loops.DIRECT_TILE * self.block, np.float32), work_counter())
         self.loop = loops.vectorized_loop(self.loop_name)
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, np.dtype(np.float32))
         self.no_residual = np.empty((0, 0, 0), np.float32)
@@ -993,8 +980,7 @@ class _CompiledDirectPlan:
             _run_prepared(ex, self.one_thread, x, w, b, residual, out)
             return
         if self.phases is not None:
-            compiled.loops().fill_phase_planes(np.ascontiguousarray(x).reshape(self.x_shape), self.phases,
-                                               *self.phase_geometry)
+            self.fill_phases(np.ascontiguousarray(x).reshape(self.x_shape), self.phases, *self.phase_geometry)
             source = self.phases.reshape(len(x), -1)
         elif self.padded is not None:
             np.copyto(self.interior, x.reshape(self.interior.shape))

@@ -44,6 +44,19 @@ def aligned_zeros(shape, dtype) -> np.ndarray:
     return array
 
 
+def thread_rows(threads: int, size: int, dtype) -> np.ndarray:
+    """A compiled loop's per-thread buffers of at least size elements each, (threads, size rounded
+    up to whole cache lines), zeroed: each row on its own lines."""
+    line = CACHE_LINE // np.dtype(dtype).itemsize
+    return aligned_zeros((threads, -(-size // line) * line), dtype)
+
+
+def work_counter() -> np.ndarray:
+    """The int64 the threads of a compiled loop claim their work from, alone on its cache line
+    (other data there would move between the cores with every claim)."""
+    return aligned_zeros(CACHE_LINE // 8, np.int64)[:1]
+
+
 def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callable | None = None,
                  describe: Callable | None = None):
     """Register fn(ex, *inputs) -> array | tuple of arrays as the numpy kernel of op_type.

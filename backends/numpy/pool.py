@@ -29,8 +29,8 @@ import numpy as np
 from ...engine.errors import InputError
 from ...engine.ops.pool import pool_geometry
 from . import compiled
-from .conv import _counter, _thread_rows, infer_context
-from .kernel import numpy_kernel
+from .conv import infer_context
+from .kernel import numpy_kernel, thread_rows, work_counter
 
 
 def _lowest(dtype: np.dtype):
@@ -124,9 +124,9 @@ class _PoolPlan:
         comparisons = math.prod(self.out_shape) * math.prod(kernel)
         # A tap's comparison costs about what a depthwise conv's multiply-add does: the same threshold.
         threads = compiled.loop_threads(ex, comparisons, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
-        lines = _thread_rows(threads, loops.max_pool_line_size(out[1], kernel[1], strides[1], dilations[1]), dtype)
+        lines = thread_rows(threads, loops.max_pool_line_size(out[1], kernel[1], strides[1], dilations[1]), dtype)
         geometry = tuple(np.array(v, np.int64) for v in (kernel, strides, dilations, begin))
-        self.compiled = (loops.max_pool_rows, (*geometry, lines, _counter()), threads)
+        self.compiled = (loops.max_pool_rows, (*geometry, lines, work_counter()), threads)
 
     def run_compiled(self, ex, x: np.ndarray, out: np.ndarray) -> None:
         loop, arguments, threads = self.compiled
