@@ -838,15 +838,16 @@ class _CompiledDepthwisePlan:
                       np.ascontiguousarray(residual), out, self.kernel, self.strides, self.dilations, self.pads,
                       self.multiplier, self.activation, self.low, self.high, *self.buffers,
                       compiled.run_workers(self.threads, ex.backend))
-        else:
-            self.loop(x, w, bias, residual, out, self.strides, self.dilations, self.pads, self.multiplier,
-                      self.activation, self.low, self.high, *self.buffers)
+        else:  # (the phase fill reads x's planes as flat rows)
+            self.loop(np.ascontiguousarray(x), w, bias, residual, out, self.strides, self.dilations, self.pads,
+                      self.multiplier, self.activation, self.low, self.high, *self.buffers)
         if self.kind is not None:
             self.kind(out, out)
 
 
-# Strided convs of at most this many input channels per group (image stems) take conv_grid over
-# stride phases, the others conv_direct (_CompiledDirectPlan).
+# Strided convs whose every stride phase some tap reads take conv_grid over those phases where they
+# have at most this many input channels per group (image stems) or output rows of a step's
+# GRID_LANES pixels or more; the others conv_direct (_CompiledDirectPlan).
 STRIDED_GRID_CHANNELS = 4
 
 
@@ -854,10 +855,10 @@ class _CompiledDirectPlan:
     """A 1-D or 2-D float32 Conv as one compiled loop, without im2col: where its output grid holds
     GRID_LANES pixels or more, 8 output channels x GRID_LANES grid pixels summed in registers
     (compiled_loops.conv_grid) from its zero-padded input at stride 1 (a 1x1 conv's plane read as
-    one row), or an image stem's laid out in stride phases (each tap then reads a row with stride
-    1: STRIDED_GRID_CHANNELS); else 16
-    output channels x 4 pixels (compiled_loops.conv_direct) from its zero-padded input. The bias,
-    the residual and a Relu or Clip inside the loop, another activation after it."""
+    one row), or at strides past 1 its stride phases (each tap then reads a row with stride 1:
+    STRIDED_GRID_CHANNELS says which); else 16 output channels x 4 pixels (compiled_loops.conv_direct)
+    from its zero-padded input. The bias, the residual and a Relu or Clip inside the loop, another
+    activation after it."""
 
     shared = False
 
@@ -894,15 +895,17 @@ class _CompiledDirectPlan:
         else:
             grid_h, grid_w = out_h, out_w
             cells_h, cells_w, _ = loops.phase_grid(x_shape, (n, out[1], out_h, out_w), (kernel_h, kernel_w), *geometry)
-        # At strides past 1 the stride phases cost a pass over the input each run (about 0.4 ns an
-        # element here), which only image stems, a few input channels under many taps, win back
-        # (/tmp/w/stem.py, one thread, grid / direct us: 7x7 / 2 3 -> 16 at 224 434 / 521, 3x3 / 2
-        # 3 -> 32 at 224 306 / 403; 3x3 / 2 16 -> 32 at 56 110 / 94-100, at 112 374-387 / 331-358).
+        # At strides past 1 the stride phases cost a pass over the input each run (0.13-0.17 ns an
+        # element here, a copy 0.09), which image stems, a few input channels under many taps, win
+        # back at any width, other convs where most steps stay in one output row (/tmp/w/ab_phases.py,
+        # grid / direct, one thread: 3x3 / 2 16 -> 32 at 56 x0.85-0.91, at 112 x0.86-0.91, 64 -> 128
+        # at 56 x0.81; 32 -> 64 at 28, rows of 14, x1.09-1.12; two threads alike, 14: x1.28).
         # Phases no tap reads (a strided 1x1 conv reads one of four) would be filled for nothing.
         phases_read = {(y * dilation_h % stride_h, x * dilation_w % stride_w)
                        for y in range(kernel_h) for x in range(kernel_w)}
-        phases_pay = stride_h == stride_w == 1 or (c // group <= STRIDED_GRID_CHANNELS
-                                                   and len(phases_read) == stride_h * stride_w)
+        phases_pay = stride_h == stride_w == 1 or (
+            len(phases_read) == stride_h * stride_w
+            and (c // group <= STRIDED_GRID_CHANNELS or out_w >= loops.GRID_LANES))
         if (grid_h - 1) * cells_w + grid_w >= max(loops.GRID_LOOP_PIXELS, loops.GRID_LANES) and phases_pay:
             self.loop_name, self.block = "conv_grid", loops.GRID_CHANNELS
             phase_count, grid = stride_h * stride_w, cells_h * cells_w

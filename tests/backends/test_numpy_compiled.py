@@ -119,6 +119,34 @@ def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_sh
     np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
 
 
+@numba_missing
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strides, pads", [((2, 2), (1, 1)), ((2, 2), (0, 2)), ((2, 2), (3, 0)), ((1, 1), (1, 2)),
+                                           ((3, 2), (2, 1)), ((1, 3), (0, 1))])
+def test_stride_phases_hold_the_padded_plane(strides, pads, dtype):
+    """fill_phase_planes lays each plane's zero-padded copy out as its stride phases: phase (a, b)
+    holds the padded elements (a + stride_h * i, b + stride_w * j). Row widths below, at and past a
+    vector step of pairs (split_pairs, its last step moved back), odd and even left pads."""
+    loops = compiled.loops()
+    for width in (1, 5, 2 * loops.GRID_LANES - 1, 2 * loops.GRID_LANES + 1, 2 * loops.GRID_LANES + 2, 77):
+        x = rng.standard_normal((2, 3, 7, width)).astype(dtype)
+        kernel = (3, 3)
+        out = [(size + pad - k) // stride + 1 for size, pad, k, stride in zip(x.shape[2:], pads, kernel, strides)]
+        cells_h, cells_w, _ = loops.phase_grid(x.shape, (2, 3, *out), kernel, np.array(strides), np.ones(2, np.int64),
+                                               np.array(pads))
+        phases = np.full((2, 3, strides[0] * strides[1], cells_h, cells_w), np.nan, dtype)
+        padded = np.zeros((2, 3, cells_h * strides[0], cells_w * strides[1]), dtype)
+        padded[:, :, pads[0]:pads[0] + 7, pads[1]:pads[1] + width] = x
+        for a in range(strides[0]):  # the padding of the buffer, zeroed once by the plan
+            for b in range(strides[1]):
+                phases[:, :, a * strides[1] + b][padded[:, :, a::strides[0], b::strides[1]] == 0] = 0
+        loops.fill_phase_planes(x, phases, np.array(strides), np.array(pads))
+        for a in range(strides[0]):
+            for b in range(strides[1]):
+                np.testing.assert_array_equal(phases[:, :, a * strides[1] + b],
+                                              padded[:, :, a::strides[0], b::strides[1]], err_msg=f"{width} {a} {b}")
+
+
 def max_pool_model(x_shape, attrs, dtype=np.float32):
     elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
     node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
@@ -244,6 +272,8 @@ DIRECT_CASES = [  # x shape, w shape, group, Conv attributes
     ((1, 4, 17, 23), (8, 4, 3, 2), 1, {"strides": [3, 2], "dilations": [2, 3], "pads": [1, 2, 3, 0]}),
     ((1, 6, 7, 7), (8, 6, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # rows of 7: a step meets up to 3 rows
     ((2, 8, 14, 14), (12, 8, 1, 1), 1, {"strides": [2, 2]}),  # a strided 1x1: conv_direct
+    ((1, 12, 9, 35), (20, 12, 3, 3), 1, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # 12 channels, rows of 18
+    ((2, 8, 12, 20), (8, 8, 3, 3), 1, {"strides": [2, 2], "pads": [0, 1, 1, 0]}),  # rows of 10 (conv_direct)
 ]
 
 
@@ -253,20 +283,21 @@ def group_of(x_shape, w_shape) -> int:
 
 def grid_pixels(x_shape, w_shape, attrs) -> int:
     """The pixels of conv_grid's grid for a case: (out_h - 1) * cells_w + out_w; 0 where the plan
-    leaves a strided conv to conv_direct: more input channels per group than a stem's, or a stride
-    phase of the input read by no tap (a strided 1x1 conv)."""
+    leaves a strided conv to conv_direct: more input channels per group than a stem's and output
+    rows narrower than a step, or a stride phase of the input read by no tap (a strided 1x1 conv)."""
     rank = len(x_shape) - 2
     pads = attrs.get("pads", [0] * 2 * rank)
     strides, dilations = attrs.get("strides", [1] * rank), attrs.get("dilations", [1] * rank)
+    stride, dilation = strides[-1], dilations[-1]
+    out_h = conv_out_size(x_shape, w_shape, attrs, 0) if rank == 2 else 1
+    out_w = conv_out_size(x_shape, w_shape, attrs, -1)
     strided = any(step > 1 for step in strides)
-    if strided and x_shape[1] // group_of(x_shape, w_shape) > numpy_conv.STRIDED_GRID_CHANNELS:
+    if (strided and x_shape[1] // group_of(x_shape, w_shape) > numpy_conv.STRIDED_GRID_CHANNELS
+            and out_w < compiled.loops().GRID_LANES):
         return 0
     for size, step, gap in zip(w_shape[2:], strides, dilations):
         if len({k * gap % step for k in range(size)}) < step:
             return 0
-    stride, dilation = strides[-1], dilations[-1]
-    out_h = conv_out_size(x_shape, w_shape, attrs, 0) if rank == 2 else 1
-    out_w = conv_out_size(x_shape, w_shape, attrs, -1)
     if w_shape[2:] == (1,) * rank and stride == 1 and not any(pads) and attrs.get("strides", [1])[0] == 1:
         return out_h * out_w  # the plane as one row
     padded_w = max(x_shape[-1] + pads[rank - 1], (out_w - 1) * stride + (w_shape[-1] - 1) * dilation + 1)
@@ -293,6 +324,22 @@ def test_compiled_direct_conv_against_onnxruntime_and_the_numpy_plan(x_shape, w_
     assert "compiled" not in plan_variants[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+def test_strided_convs_take_stride_phases_where_steps_stay_in_one_row(monkeypatch):
+    """A strided conv of many input channels runs conv_grid over its stride phases where its output
+    rows hold a step's GRID_LANES pixels, else conv_direct; both match onnxruntime."""
+    lanes = compiled.loops().GRID_LANES
+    for width, loop in ((2 * lanes + 3, "conv_grid"), (2 * lanes - 4, "conv_direct")):
+        x_shape = (2, 12, 9, width)
+        model = depthwise_model(x_shape, (20, 12, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]},
+                                activation="Clip", group=1)
+        feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+        got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+        assert variants == [f"direct, compiled loop ({loop})"]
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @numba_missing
