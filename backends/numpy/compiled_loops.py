@@ -690,17 +690,14 @@ def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, ac
                 column = first - row * cells_w
                 if column + GRID_LANES <= out_w:
                     # The whole step in one row's output pixels (most steps): whole vectors.
+                    # (whole-vector moves: LLVM left these loops scalar, 128 loads and stores a step)
                     at = plane_at + row * out_w + column
                     if has_residual:
-                        for i in range(GRID_CHANNELS):
-                            if i < count:
-                                for j in range(GRID_LANES):
-                                    sums[i * GRID_LANES + j] += extras[index(at + i * pixels + j)]
+                        for i in range(count):
+                            move_lanes(sums, i * GRID_LANES, extras, at + i * pixels, 0, GRID_LANES, GRID_LANES, True)
                     activate_block(sums, GRID_BLOCK, activation, low, high)
-                    for i in range(GRID_CHANNELS):
-                        if i < count:
-                            for j in range(GRID_LANES):
-                                outputs[index(at + i * pixels + j)] = sums[i * GRID_LANES + j]
+                    for i in range(count):
+                        move_lanes(sums, i * GRID_LANES, outputs, at + i * pixels, 0, GRID_LANES, GRID_LANES, False)
                 else:
                     grid_segments(sums, extras, outputs, plane_at, pixels, count, first, cells_w, out_w, has_residual,
                                   activation, low, high)
