@@ -535,6 +535,14 @@ GRID_LANES = vector_lanes()
 GRID_BLOCK = GRID_CHANNELS * GRID_LANES
 # conv_grid's threads claim runs of this many grid pixels (a chunk).
 GRID_CHUNK = 128
+# Output planes of at least this many pixels take a chunk's steps block by block (8 planes
+# written 128 pixels at a time), smaller ones step by step (each step's input rows reused from L1
+# by every block). One thread, /tmp/w/order.py, blocks first / steps first: 1x1 16 -> 96 at
+# 112x112 x0.61-0.85, 16 -> 16 x0.87-1.02, 3x3 16 -> 32 x0.88, other 3x3 at 112 x1.00-1.02; at
+# 56x56 and 28x28 x0.89-1.16 (24 -> 144 at 56 x0.89-0.94, 32 -> 192 at 28 x1.13). Whole models
+# against steps first everywhere (/tmp/w/abr.py, 7 rounds): mobilenetv2 x0.94 on two threads,
+# x0.97 on one; unet x0.985; resnet x0.975-1.00.
+GRID_BLOCKS_OUTER_PIXELS = 8192
 # Convs whose grid holds at least this many pixels (GRID_LANES or more) take conv_grid, the rest
 # conv_direct: read by the plans only (tests move it), never inside a loop.
 GRID_LOOP_PIXELS = GRID_LANES
@@ -663,7 +671,9 @@ def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, ac
     """conv_grid's work on one thread: it claims chunks of GRID_CHUNK grid pixels (of one group of
     one batch entry; counter: the next chunk, shared by the threads) until none is left. Output
     and residual planes are reached by offsets into the flat arrays: no view a step (numba counts
-    each view's references)."""
+    each view's references). Where the output planes hold GRID_BLOCKS_OUTER_PIXELS or more, a
+    chunk runs its steps for one block of channels after another, else every block for one step
+    after another (the same sums either way)."""
     batch, channels_out, pixels = out.shape
     groups, blocks, taps, _ = weights.shape
     group_size = x.shape[1] // groups
@@ -672,35 +682,40 @@ def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, ac
     total = (out_h - 1) * cells_w + out_w  # grid pixels up to the last output pixel
     chunks = -(-total // GRID_CHUNK)
     has_residual = residual.size > 0
+    blocks_outer = pixels >= GRID_BLOCKS_OUTER_PIXELS
     source, outputs, extras = x.reshape(-1), out.reshape(-1), residual.reshape(-1)
     sums = numba.carray(stack_array(GRID_BLOCK, x.dtype), GRID_BLOCK)
     item = claim(counter)
     while item < batch * groups * chunks:
         n, g, chunk = item // (groups * chunks), item // chunks % groups, item % chunks
         item = claim(counter)
-        for done in range(chunk * GRID_CHUNK, min((chunk + 1) * GRID_CHUNK, total), GRID_LANES):
-            first = min(done, total - GRID_LANES)  # the step's first grid pixel
-            for block in range(blocks):
-                tap_sums(source, n * x.shape[1] + g * group_size + first, tap_offsets, weights,
-                         (g * blocks + block) * taps * GRID_CHANNELS, bias, (g * blocks + block) * GRID_CHANNELS, sums,
-                         GRID_CHANNELS, GRID_LANES)
-                count = min(GRID_CHANNELS, mg - block * GRID_CHANNELS)
-                plane_at = (n * channels_out + g * mg + block * GRID_CHANNELS) * pixels  # channel m0's plane
-                row = first // cells_w
-                column = first - row * cells_w
-                if column + GRID_LANES <= out_w:
-                    # The whole step in one row's output pixels (most steps): whole vectors.
-                    # (whole-vector moves: LLVM left these loops scalar, 128 loads and stores a step)
-                    at = plane_at + row * out_w + column
-                    if has_residual:
+        for outer in range(blocks if blocks_outer else 1):
+            for done in range(chunk * GRID_CHUNK, min((chunk + 1) * GRID_CHUNK, total), GRID_LANES):
+                first = min(done, total - GRID_LANES)  # the step's first grid pixel
+                for inner in range(1 if blocks_outer else blocks):
+                    block = outer + inner
+                    w_at = (g * blocks + block) * GRID_CHANNELS  # the block's first bias, its weights taps x that
+                    tap_sums(source, n * x.shape[1] + g * group_size + first, tap_offsets, weights, w_at * taps, bias,
+                             w_at, sums, GRID_CHANNELS, GRID_LANES)
+                    count = min(GRID_CHANNELS, mg - block * GRID_CHANNELS)
+                    plane_at = (n * channels_out + g * mg + block * GRID_CHANNELS) * pixels  # channel m0's plane
+                    row = first // cells_w
+                    column = first - row * cells_w
+                    if column + GRID_LANES <= out_w:
+                        # The whole step in one row's output pixels (most steps): whole vectors,
+                        # moved by move_lanes (LLVM left these loops scalar, 128 loads and stores a step).
+                        at = plane_at + row * out_w + column
+                        if has_residual:
+                            for i in range(count):
+                                move_lanes(sums, i * GRID_LANES, extras, at + i * pixels, 0, GRID_LANES, GRID_LANES,
+                                           True)
+                        activate_block(sums, GRID_BLOCK, activation, low, high)
                         for i in range(count):
-                            move_lanes(sums, i * GRID_LANES, extras, at + i * pixels, 0, GRID_LANES, GRID_LANES, True)
-                    activate_block(sums, GRID_BLOCK, activation, low, high)
-                    for i in range(count):
-                        move_lanes(sums, i * GRID_LANES, outputs, at + i * pixels, 0, GRID_LANES, GRID_LANES, False)
-                else:
-                    grid_segments(sums, extras, outputs, plane_at, pixels, count, first, cells_w, out_w, has_residual,
-                                  activation, low, high)
+                            move_lanes(sums, i * GRID_LANES, outputs, at + i * pixels, 0, GRID_LANES, GRID_LANES,
+                                       False)
+                    else:
+                        grid_segments(sums, extras, outputs, plane_at, pixels, count, first, cells_w, out_w,
+                                      has_residual, activation, low, high)
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)

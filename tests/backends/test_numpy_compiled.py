@@ -274,7 +274,19 @@ DIRECT_CASES = [  # x shape, w shape, group, Conv attributes
     ((2, 8, 14, 14), (12, 8, 1, 1), 1, {"strides": [2, 2]}),  # a strided 1x1: conv_direct
     ((1, 12, 9, 35), (20, 12, 3, 3), 1, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # 12 channels, rows of 18
     ((2, 8, 12, 20), (8, 8, 3, 3), 1, {"strides": [2, 2], "pads": [0, 1, 1, 0]}),  # rows of 10 (conv_direct)
+    ((1, 3, 91, 91), (17, 3, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # planes of 8281 pixels: a chunk's blocks outer
 ]
+
+
+@numba_missing
+def test_direct_cases_run_both_orders_of_a_chunk():
+    """conv_grid takes a chunk's channel blocks outer on planes of GRID_BLOCKS_OUTER_PIXELS or more,
+    inner on smaller ones: the cases hold both, each with several blocks."""
+    threshold = compiled.loops().GRID_BLOCKS_OUTER_PIXELS
+    several = [(x, w, a) for x, w, _, a in DIRECT_CASES if w[0] > compiled.loops().GRID_CHANNELS]
+    planes = {conv_out_size(x, w, a, 0) * conv_out_size(x, w, a, -1) >= threshold
+              for x, w, a in several if len(x) == 4}
+    assert planes == {False, True}
 
 
 def group_of(x_shape, w_shape) -> int:
