@@ -40,7 +40,6 @@ class Intermediate:
         self.base = None  # the scratch array self.buffer looks into
         if self.shared:
             plans = [stage.state.get("conv") for stage in stages]
-            plans += [getattr(plan, "one_thread", None) for plan in plans]  # a threaded 1x1 conv's BLAS plan
             used = max([p.nbytes for p in plans if p is not None and p.shared]
                        + [after.total if after is not None and after.shared else 0])
             self.offset = -(-used // ALIGN) * ALIGN

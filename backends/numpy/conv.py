@@ -27,15 +27,12 @@ so fewer calls is what makes this fast.
 - A 1-D or 2-D depthwise conv whose im2col would pass DEPTHWISE_CHUNK_BYTES runs a chunk of
   channels at a time instead (_DepthwisePlan): padding, im2col, matmul and epilogue of each chunk
   on buffers that stay in cache, where the whole-tensor plan makes each of them a pass over memory.
-- Where numba runs the compiled loops (backends/numpy/compiled.py), a float32 conv that is neither
-  depthwise nor a plain product (1x1, stride 1, no padding) runs without im2col as one compiled
-  loop from its padded input (_CompiledDirectPlan: compiled_loops.conv_grid over the padded
-  plane's whole rows at stride 1, and over an image stem's stride phases; else conv_direct):
-  80-95 GFLOP/s on one core here against 50-60 for im2col + BLAS at ResNet's 224x224 shapes.
-  Large convs share the loop among threads (compiled.threads_for); with threads, large plain
-  products take conv_grid too, their plane as one row (two threads x0.55-0.74 of OpenBLAS's time
-  on one), and keep the BLAS plan for runs on one thread (x0.77 of the loop's time on one thread
-  inside mobilenetv2).
+- Where numba runs the compiled loops (backends/numpy/compiled.py), a float32 conv that is not
+  depthwise runs without im2col as one compiled loop from its padded input (_CompiledDirectPlan:
+  compiled_loops.conv_grid over the padded plane's whole rows at stride 1, over its stride phases
+  at larger strides where they pay, over the plane as one row for a plain product (1x1, stride 1,
+  no padding); else conv_direct): 80-100 GFLOP/s on one core here against 50-60 for im2col +
+  BLAS at ResNet's 224x224 shapes. Large convs share the loop among threads (compiled.threads_for).
 - The im2col and the widened result are not kept per step but laid out in the backend's shared
   scratch memory (NumpyBackend.scratch), the row of ones rewritten on every run, the views built
   again only when the scratch array changes. The padded input, whose zero border is written once,
@@ -845,6 +842,10 @@ class _CompiledDepthwisePlan:
             self.kind(out, out)
 
 
+# 1x1 convs (stride 1, no padding) of fewer multiply-adds stay numpy products: a model of only
+# such small convs then runs without starting numba (half a second or more at its import).
+POINTWISE_LOOP_MULTIPLY_ADDS = 100_000
+
 # Strided convs whose every stride phase some tap reads take conv_grid over those phases where they
 # have at most this many input channels per group (image stems) or output rows of a step's
 # GRID_LANES pixels or more; the others conv_direct (_CompiledDirectPlan).
@@ -879,11 +880,8 @@ class _CompiledDirectPlan:
         self.threads = compiled.loop_threads(ex, math.prod(out) * math.prod(w_shape[1:]),
                                              compiled.THREADED_CONV_MULTIPLY_ADDS)
         padded = top or bottom or left or right
-        # A 1x1 conv with stride 1 and no padding reads its plane as one row. It takes the loop for
-        # its threads only: a run on one thread (a capped run, a forked child) takes numpy's BLAS
-        # as a one-thread session does, faster there, and RunChoice compares like with like.
+        # A 1x1 conv with stride 1 and no padding reads its plane as one row.
         plane_is_row = kernel_h == kernel_w == 1 and stride_h == stride_w == 1 and not padded
-        self.one_thread = _ConvPlan(ex, strides, dilations, begin, end) if plane_is_row else None
         # The input as the loop reads it: x itself, or a buffer zeroed once whose interior each run
         # fills (the padded plane, or its stride phases).
         self.padded = self.phases = None
@@ -939,24 +937,23 @@ class _CompiledDirectPlan:
             self.bias = self.pack_bias(values[2])
 
     @staticmethod
-    def fits(step, group: int, strides, begin, end, threads_setting: int | str = "auto") -> bool:
+    def fits(step, group: int, strides, begin, end) -> bool:
         """float32 1-D and 2-D convs but depthwise ones (their own loop), with a residual of the
-        output's shape, where the loops compile; 1x1 convs with stride 1 and no padding only where
-        they get threads: numpy's BLAS ran them on one thread as fast as a compiled loop of the same
-        register blocks."""
+        output's shape, where the loops compile. 1x1 convs too from POINTWISE_LOOP_MULTIPLY_ADDS,
+        on any thread count: the loop took x0.85-0.98 of numpy's product + epilogue on one thread
+        (1x1 256 -> 256 at 28x28 x0.85, 1024 -> 1024 at 14x14 x0.98; zoo mobilenetv2's at 224x224
+        x0.89 of the model's time, at 32x32 all of them x0.93 against those of 3 M multiply-adds
+        and more: /tmp/w/pwth.py, abflag.py, abth.py)."""
         x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
         residual = step.input_specs[3] if len(step.input_specs) > 3 else None
         pointwise = all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in strides) \
             and not any(begin) and not any(end)
         multiply_adds = math.prod(step.output_specs[0].shape) * math.prod(w_shape[1:])
-        # (a small 1x1 conv is decided before numba would be imported)
         return (len(x_shape) in (3, 4) and np.dtype(step.input_specs[0].dtype) == np.float32
                 and not (group == x_shape[1] and w_shape[1] == 1)
                 and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape))
-                and not (pointwise and multiply_adds < compiled.THREADED_CONV_MULTIPLY_ADDS)
-                and compiled.enabled() and compiled.loops().can_vectorize()
-                and (not pointwise
-                     or compiled.threads_for(multiply_adds, compiled.THREADED_CONV_MULTIPLY_ADDS, threads_setting) > 1))
+                and not (pointwise and multiply_adds < POINTWISE_LOOP_MULTIPLY_ADDS)
+                and compiled.enabled() and compiled.loops().can_vectorize())
 
     def pack_weights(self, w: np.ndarray) -> np.ndarray:
         """(M, C / G, kh, kw) as (G, blocks, taps, block): each block's channels' weights per tap
@@ -974,14 +971,10 @@ class _CompiledDirectPlan:
         return packed.ravel()
 
     def describe(self) -> str:
-        alone = "" if self.one_thread is None else f", on one thread {self.one_thread.describe()}"
-        return f"direct, compiled loop ({self.loop_name}){alone}"
+        return f"direct, compiled loop ({self.loop_name})"
 
     def run(self, ex, x, w, b, residual, out) -> None:
         workers = compiled.run_workers(self.threads, ex.backend)
-        if workers == 1 and self.one_thread is not None:
-            _run_prepared(ex, self.one_thread, x, w, b, residual, out)
-            return
         if self.phases is not None:
             self.fill_phases(np.ascontiguousarray(x).reshape(self.x_shape), self.phases, *self.phase_geometry)
             source = self.phases.reshape(len(x), -1)
@@ -1005,8 +998,7 @@ def _prepare_conv(ex) -> None:
         geometry = _conv_geometry(ex)
         if _CompiledDepthwisePlan.fits(ex.step, ex.attrs["group"]) and compiled.enabled():
             plan = _CompiledDepthwisePlan(ex, *geometry)
-        elif _CompiledDirectPlan.fits(ex.step, ex.attrs["group"], geometry[0], *geometry[2:],
-                                      compiled.session_threads(ex)):
+        elif _CompiledDirectPlan.fits(ex.step, ex.attrs["group"], geometry[0], *geometry[2:]):
             plan = _CompiledDirectPlan(ex, *geometry)
         else:
             chunked = _depthwise_chunks_fit(ex.step, ex.attrs["group"], *geometry)

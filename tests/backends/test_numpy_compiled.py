@@ -437,31 +437,32 @@ def test_compiled_conv_loops_on_two_threads_give_one_threads_floats(x_shape, w_s
     ((2, 24, 9, 10), (20, 24, 1, 1), {"activation": "Relu"}),  # a plane of 90 pixels as one row
     ((1, 6, 3, 5), (10, 6, 1, 1), {"residual": [1, 10, 3, 5], "activation": "Clip"}),  # 15 pixels: conv_direct
 ])
-def test_pointwise_convs_take_the_compiled_loops_only_with_threads(x_shape, w_shape, options, monkeypatch):
-    """1x1 convs (stride 1, no padding) stay numpy products on one thread, where OpenBLAS is as fast;
-    with threads they run the register-blocked loops, their plane read as one row, and a run capped
-    at one thread (RunChoice's) takes the one-thread session's product: the same floats as it."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pointwise_convs_take_the_compiled_loops(x_shape, w_shape, options, threads, monkeypatch):
+    """1x1 convs (stride 1, no padding) of POINTWISE_LOOP_MULTIPLY_ADDS or more (here moved below
+    the cases') run the register-blocked loops, their plane read as one row, on one thread as on
+    two, and match onnxruntime and the numpy product; a run capped at one thread gives the
+    threaded loop's floats."""
+    monkeypatch.setattr(numpy_conv, "POINTWISE_LOOP_MULTIPLY_ADDS", 0)
     model = depthwise_model(x_shape, w_shape, {}, group=1, **options)
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     if "residual" in options:
         feeds["r"] = rng.standard_normal(options["residual"]).astype(np.float32)
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
     monkeypatch.setenv(compiled.THREADS_ENV, "1")
-    alone, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    assert "compiled" not in variants[0]
-    threaded_threads(monkeypatch)
+    if threads == 2:
+        threaded_threads(monkeypatch)
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
     loop = "conv_grid" if math.prod(x_shape[2:]) >= compiled.loops().GRID_LANES else "conv_direct"
-    assert variants == [f"direct, compiled loop ({loop}), on one thread matmul"]
+    assert variants == [f"direct, compiled loop ({loop})"]
+    product, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=False)
+    assert variants == ["matmul"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, product, rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
     session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
-    [(_, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
-    plan = ex.state["conv"]
-    started = []
-    monkeypatch.setattr(plan, "loop", lambda *args: started.append(args[-1]))  # the loop must not run
     session.session.backends[0].loop_cap = 1
-    np.testing.assert_array_equal(session.run(None, feeds)[0], alone)
-    assert started == []
+    np.testing.assert_array_equal(session.run(None, feeds)[0], got)
 
 
 def test_numpy_threads_setting(monkeypatch):
@@ -914,6 +915,7 @@ def test_numpy_tensors_and_loop_buffers_start_on_cache_lines(monkeypatch):
     monkeypatch.setenv(compiled.THREADS_ENV, "2")
     monkeypatch.setattr(compiled, "THREADED_CONV_MULTIPLY_ADDS", 0)
     monkeypatch.setattr(compiled, "THREADED_DEPTHWISE_MULTIPLY_ADDS", 0)
+    monkeypatch.setattr(conv, "POINTWISE_LOOP_MULTIPLY_ADDS", 0)
     for module in (conv, composite):  # the larger buffers in the shared scratch
         monkeypatch.setattr(module, "RESIDENT_BYTES", 4096)
     session = wgnn.InferenceSession(zoo.build("mobilenetv2", size=64).SerializeToString(), providers=["numpy"])
@@ -948,8 +950,8 @@ def test_numpy_tensors_and_loop_buffers_start_on_cache_lines(monkeypatch):
 def test_capped_runs_of_fused_blocks_are_the_one_thread_sessions(monkeypatch):
     """zoo mobilenetv2's fused blocks (depthwise, project, expand) with every conv threaded and
     their buffers in the shared scratch: a run capped at one thread gives a one-thread session's
-    floats bit for bit (its 1x1 convs' numpy products and their scratch sit apart from the block's
-    intermediate), and threaded runs onnxruntime's."""
+    floats bit for bit (the loops' buffers sit apart from the block's intermediate), and threaded
+    runs onnxruntime's."""
     from wgnn.backends.numpy import composite, conv
     from wgnn.models import zoo
 
@@ -962,7 +964,7 @@ def test_capped_runs_of_fused_blocks_are_the_one_thread_sessions(monkeypatch):
     threaded_threads(monkeypatch)
     session = wgnn.InferenceSession(model, providers=["numpy"])
     variants = [ex.variant() for segment in session.session.segments for _, ex in segment.steps]
-    assert any("on one thread matmul" in v for v in variants), variants
+    assert any("compiled loop (conv_grid)" in v for v in variants), variants
     np.testing.assert_allclose(session.run(None, feeds)[0], ort.InferenceSession(model).run(None, feeds)[0],
                                rtol=1e-4, atol=1e-5)
     session.session.backends[0].loop_cap = 1
