@@ -263,13 +263,15 @@ def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads
             for kx in range(kernel_w):
                 weights[ky, kx, m] = w[m, 0, ky, kx]
     has_bias, has_residual = bias.size > 0, residual.size > 0
+    # Flat arrays and offsets, no view a row or a tap (numba counts each view's references: x0.6 of
+    # the time of zoo mobilenetv2@32's depthwise convs here).
+    source, channels_last, taps = x.reshape(-1), pixels.reshape(-1), weights.reshape(-1)
+    plane = height * width
     for n in range(batch):
         for m in range(channels_out):
-            source = x[n, m // multiplier]
-            for iy in range(height):
-                line = source[iy]
-                for ix in range(width):
-                    pixels[iy, ix, m] = line[index(ix)]
+            at = (n * x.shape[1] + m // multiplier) * plane
+            for p in range(plane):
+                channels_last[index(p * channels_out + m)] = source[index(at + p)]
         for oy in range(out_h):
             for ox in range(out_w):
                 for m in range(channels_out):
@@ -282,9 +284,9 @@ def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads
                         ix = ox * stride_w + kx * dilation_w - pad_left
                         if ix < 0 or ix >= width:
                             continue
-                        tap, pixel = weights[ky, kx], pixels[iy, ix]
+                        tap, pixel = (ky * kernel_w + kx) * channels_out, (iy * width + ix) * channels_out
                         for m in range(channels_out):
-                            sums[index(m)] += tap[index(m)] * pixel[index(m)]
+                            sums[index(m)] += taps[index(tap + m)] * channels_last[index(pixel + m)]
                 if has_residual:
                     for m in range(channels_out):
                         sums[index(m)] += residual[n, m, oy, ox]
