@@ -266,7 +266,8 @@ def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads
     # Flat arrays and offsets, no view a row or a tap (numba counts each view's references: x0.6 of
     # the time of zoo mobilenetv2@32's depthwise convs here).
     source, channels_last, taps = x.reshape(-1), pixels.reshape(-1), weights.reshape(-1)
-    plane = height * width
+    outputs, extras = out.reshape(-1), residual.reshape(-1)
+    plane, out_plane = height * width, out_h * out_w
     for n in range(batch):
         for m in range(channels_out):
             at = (n * x.shape[1] + m // multiplier) * plane
@@ -287,12 +288,13 @@ def depthwise_channels_inner(x, w, bias, residual, out, strides, dilations, pads
                         tap, pixel = (ky * kernel_w + kx) * channels_out, (iy * width + ix) * channels_out
                         for m in range(channels_out):
                             sums[index(m)] += taps[index(tap + m)] * channels_last[index(pixel + m)]
+                at = n * channels_out * out_plane + oy * out_w + ox  # channel 0's output pixel
                 if has_residual:
                     for m in range(channels_out):
-                        sums[index(m)] += residual[n, m, oy, ox]
+                        sums[index(m)] += extras[index(at + m * out_plane)]
                 activate(sums, activation, low, high)
                 for m in range(channels_out):
-                    out[n, m, oy, ox] = sums[index(m)]
+                    outputs[index(at + m * out_plane)] = sums[index(m)]
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract", "reassoc"})

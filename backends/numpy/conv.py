@@ -835,9 +835,9 @@ class _CompiledDepthwisePlan:
                       np.ascontiguousarray(residual), out, self.kernel, self.strides, self.dilations, self.pads,
                       self.multiplier, self.activation, self.low, self.high, *self.buffers,
                       compiled.run_workers(self.threads, ex.backend))
-        else:  # (the phase fill reads x's planes as flat rows)
-            self.loop(np.ascontiguousarray(x), w, bias, residual, out, self.strides, self.dilations, self.pads,
-                      self.multiplier, self.activation, self.low, self.high, *self.buffers)
+        else:  # (the loops read x, the residual and out as flat arrays)
+            self.loop(np.ascontiguousarray(x), w, bias, np.ascontiguousarray(residual), out, self.strides,
+                      self.dilations, self.pads, self.multiplier, self.activation, self.low, self.high, *self.buffers)
         if self.kind is not None:
             self.kind(out, out)
 
