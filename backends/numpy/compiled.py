@@ -180,7 +180,7 @@ def run_workers(threads: int, backend) -> int:
 def workers(count: int) -> int:
     """The threads a loop prepared for `count` may start now: `count`, but one in a process forked
     after the loops were imported (GNU OpenMP's threads do not survive a fork)."""
-    return count if os.getpid() == loops().IMPORTED_BY else 1
+    return count if count == 1 or os.getpid() == loops().IMPORTED_BY else 1
 
 
 @functools.cache
@@ -192,6 +192,7 @@ def _numba():
     return numba
 
 
+@functools.cache  # (an import statement on every call took 0.5 us; steps ask on every run)
 def loops():
     """The compiled loops' module (each loop compiled per dtype at its first call, cached on disk)."""
     from . import compiled_loops
