@@ -6,13 +6,12 @@ tokens (numba, an optional dependency: `pip install wgnn[cpu]`; backends/numpy/c
 Without numba, or with WGNN_NUMPY_COMPILED=0, the backend runs its numpy plans, which the loops
 are tested against.
 
-The register-blocked conv loops (and, where they get threads, large 1x1 convs) share their work
-among threads in a numba parallel region: WGNN_NUMPY_THREADS, else the cores this process may
-use; one for small convs (threads_for), where numba has only its workqueue layer, and in a process
-forked after the loops were imported. Each output element is summed by one thread, so any count
-gives the loops' floats; a large 1x1 conv run on one thread takes numpy's BLAS instead, as in a
-one-thread session. Left to "auto", a session's runs cap every loop at one thread while whole runs
-were clearly faster so (RunChoice).
+The register-blocked conv loops (1x1 convs among them) share their work among threads in a numba
+parallel region: WGNN_NUMPY_THREADS, else the cores this process may use; one for small convs
+(threads_for), where numba has only its workqueue layer, and in a process forked after the loops
+were imported. Each output element is summed by one thread, so any count gives the loops' floats.
+Left to "auto", a session's runs cap every loop at one thread while whole runs were clearly faster
+so (RunChoice).
 
 Measured (docs/performance.md, "Compiled depthwise convolutions" and the three sections after it):
 a 3x3 depthwise + Clip in x0.44-0.67 of the numpy plan's time at MobileNetV2's shapes, then its
@@ -127,7 +126,7 @@ RECENT_RUNS = 9
 class RunChoice:
     """The thread cap of one numpy segment's runs: None (each loop its own threads) at first, 1
     while whole runs were clearly faster so. A capped run is a one-thread session's run: the same
-    floats, its large 1x1 convs' included (numpy products instead of the loop)."""
+    floats."""
 
     def __init__(self, clock=time.perf_counter):
         self.cap: int | None = None

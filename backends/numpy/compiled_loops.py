@@ -552,8 +552,8 @@ GRID_CHUNK = 128
 # by every block). One thread, /tmp/w/order.py, blocks first / steps first: 1x1 16 -> 96 at
 # 112x112 x0.61-0.85, 16 -> 16 x0.87-1.02, 3x3 16 -> 32 x0.88, other 3x3 at 112 x1.00-1.02; at
 # 56x56 and 28x28 x0.89-1.16 (24 -> 144 at 56 x0.89-0.94, 32 -> 192 at 28 x1.13). Whole models
-# against steps first everywhere (/tmp/w/abr.py, 7 rounds): mobilenetv2 x0.94 on two threads,
-# x0.97 on one; unet x0.985; resnet x0.975-1.00.
+# against steps first everywhere (/tmp/w/abr.py, 4-7 rounds): mobilenetv2 x0.92-0.95 on two
+# threads, x1.02-1.04 on one (its stem alone x0.92); unet x0.95-0.97 on one.
 GRID_BLOCKS_OUTER_PIXELS = 8192
 # Convs whose grid holds at least this many pixels (GRID_LANES or more) take conv_grid, the rest
 # conv_direct: read by the plans only (tests move it), never inside a loop.

@@ -843,7 +843,7 @@ class _CompiledDepthwisePlan:
 
 
 # 1x1 convs (stride 1, no padding) of fewer multiply-adds stay numpy products: a model of only
-# such small convs then runs without starting numba (half a second or more at its import).
+# such small convs then runs without starting numba (about 0.4 s at its import).
 POINTWISE_LOOP_MULTIPLY_ADDS = 100_000
 
 # Strided convs whose every stride phase some tap reads take conv_grid over those phases where they
@@ -949,6 +949,7 @@ class _CompiledDirectPlan:
         pointwise = all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in strides) \
             and not any(begin) and not any(end)
         multiply_adds = math.prod(step.output_specs[0].shape) * math.prod(w_shape[1:])
+        # (a small 1x1 conv is decided before numba would be imported)
         return (len(x_shape) in (3, 4) and np.dtype(step.input_specs[0].dtype) == np.float32
                 and not (group == x_shape[1] and w_shape[1] == 1)
                 and (residual is None or tuple(residual.shape) == tuple(step.output_specs[0].shape))
