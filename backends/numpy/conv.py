@@ -928,6 +928,11 @@ class _CompiledDirectPlan:
             self.buffers = (thread_rows(self.threads, loops.DIRECT_TILE * self.block, np.float32), work_counter())
         self.loop = loops.vectorized_loop(self.loop_name)
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, np.dtype(np.float32))
+        # The loop's arguments after out, but the workers: the same on every run.
+        self.tail = (*self.layout, self.activation, self.low, self.high, *self.buffers)
+        # Where the loop reads a buffer of the plan's (the stride phases, the padded plane), as it reads it.
+        laid_out = self.phases if self.phases is not None else self.padded
+        self.source = None if laid_out is None else laid_out.reshape(n, -1)
         self.no_residual = np.empty((0, 0, 0), np.float32)
         values = list(step.input_values or []) + [None] * 3
         self.weights = self.bias = None
@@ -975,20 +980,18 @@ class _CompiledDirectPlan:
         return f"direct, compiled loop ({self.loop_name})"
 
     def run(self, ex, x, w, b, residual, out) -> None:
-        workers = compiled.run_workers(self.threads, ex.backend)
+        workers = 1 if self.threads == 1 else compiled.run_workers(self.threads, ex.backend)
+        source = self.source
         if self.phases is not None:
             self.fill_phases(np.ascontiguousarray(x).reshape(self.x_shape), self.phases, *self.phase_geometry)
-            source = self.phases.reshape(len(x), -1)
         elif self.padded is not None:
             np.copyto(self.interior, x.reshape(self.interior.shape))
-            source = self.padded.reshape(len(x), -1)
         else:
             source = np.ascontiguousarray(x).reshape(len(x), -1)
         weights = self.pack_weights(w) if self.weights is None else self.weights
         bias = self.pack_bias(b) if self.bias is None else self.bias
         residual = self.no_residual if residual is None else np.ascontiguousarray(residual).reshape(self.out_shape)
-        self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.layout, self.activation,
-                  self.low, self.high, *self.buffers, workers)
+        self.loop(source, weights, bias, residual, out.reshape(self.out_shape), *self.tail, workers)
         if self.kind is not None:
             self.kind(out, out)
 
