@@ -931,59 +931,66 @@ def max_pool_planes(x, out, kernel, strides, dilations, pads, line, counter):
     lowest = -np.inf
     for i in range(line.size):  # the padding: never written again
         line[i] = lowest
-    padded = line[:span]
-    even, odd = line[line.size - 2 * halves:line.size - halves], line[line.size - halves:]
+    # The padded row at line[0:span], its even and odd columns at the line's end; the planes and
+    # rows by offsets into the flat arrays (no view a row: numba counts each view's references).
+    padded = line
+    even_at, odd_at = line.size - 2 * halves, line.size - halves
+    source, target = x.reshape(-1), out.reshape(-1)
     item = claim(counter)
     while item < batch * channels:
-        n, c = item // channels, item % channels
+        plane_at, out_at = item * height * width, item * out_h * out_w
         item = claim(counter)
-        plane, target = x[n, c], out[n, c]
         for oy in range(out_h):
             # The window rows' maximum into the padded row, rows in the padding skipped.
             first = True
             for ky in range(kernel_h):
                 iy = oy * stride_h - top + ky * dilation_h
                 if iy >= 0 and iy < height:
-                    source = plane[iy]
+                    row_at = plane_at + iy * width
                     if first:
                         for ix in range(columns):
-                            padded[index(left + ix)] = source[index(ix)]
+                            padded[index(left + ix)] = source[index(row_at + ix)]
                         first = False
                     else:
                         for ix in range(columns):
-                            padded[index(left + ix)] = nan_max(padded[index(left + ix)], source[index(ix)])
+                            padded[index(left + ix)] = nan_max(padded[index(left + ix)], source[index(row_at + ix)])
             if first:  # every row of these windows is padding
                 for ix in range(columns):
                     padded[index(left + ix)] = lowest
-            row = target[oy]
+            row = out_at + oy * out_w
             if stride_w == 2 and dilation_w == 1:
-                # Column phases first: every tap then reads a contiguous run (a strided read of
-                # the padded row stays scalar).
-                for k in range(span // 2):
-                    even[index(k)] = padded[index(2 * k)]
-                    odd[index(k)] = padded[index(2 * k + 1)]
+                # Column phases first (vector shuffles where the row holds a step of pairs): every
+                # tap then reads a contiguous run (a strided read of the padded row stays scalar).
+                pairs = span // 2
+                if pairs >= GRID_LANES:
+                    for done in range(0, pairs, GRID_LANES):
+                        k = min(done, pairs - GRID_LANES)
+                        split_pairs(padded, 2 * k, line, even_at + k, odd_at + k, GRID_LANES)
+                else:
+                    for k in range(pairs):
+                        line[index(even_at + k)] = padded[index(2 * k)]
+                        line[index(odd_at + k)] = padded[index(2 * k + 1)]
                 if span % 2:
-                    even[index(span // 2)] = padded[index(span - 1)]
+                    line[index(even_at + pairs)] = padded[index(span - 1)]
                 for ox in range(out_w):
-                    row[index(ox)] = even[index(ox)]
+                    target[index(row + ox)] = line[index(even_at + ox)]
                 for kx in range(1, kernel_w):
-                    phase = odd if kx % 2 else even
-                    shift = kx // 2
+                    phase_at = (odd_at if kx % 2 else even_at) + kx // 2
                     for ox in range(out_w):
-                        row[index(ox)] = nan_max(row[index(ox)], phase[index(ox + shift)])
+                        target[index(row + ox)] = nan_max(target[index(row + ox)], line[index(phase_at + ox)])
             elif stride_w == 1:
                 for ox in range(out_w):
-                    row[index(ox)] = padded[index(ox)]
+                    target[index(row + ox)] = padded[index(ox)]
                 for kx in range(1, kernel_w):
                     shift = kx * dilation_w
                     for ox in range(out_w):
-                        row[index(ox)] = nan_max(row[index(ox)], padded[index(ox + shift)])
+                        target[index(row + ox)] = nan_max(target[index(row + ox)], padded[index(ox + shift)])
             else:
                 for ox in range(out_w):
                     value = padded[index(ox * stride_w)]
                     for kx in range(1, kernel_w):
                         value = nan_max(value, padded[index(ox * stride_w + kx * dilation_w)])
-                    row[index(ox)] = value
+                    target[index(row + ox)] = value
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
