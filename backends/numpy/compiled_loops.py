@@ -959,19 +959,10 @@ def max_pool_planes(x, out, kernel, strides, dilations, pads, line, counter):
                     padded[index(left + ix)] = lowest
             row = out_at + oy * out_w
             if stride_w == 2 and dilation_w == 1:
-                # Column phases first (vector shuffles where the row holds a step of pairs): every
-                # tap then reads a contiguous run (a strided read of the padded row stays scalar).
-                pairs = span // 2
-                if pairs >= GRID_LANES:
-                    for done in range(0, pairs, GRID_LANES):
-                        k = min(done, pairs - GRID_LANES)
-                        split_pairs(padded, 2 * k, line, even_at + k, odd_at + k, GRID_LANES)
-                else:
-                    for k in range(pairs):
-                        line[index(even_at + k)] = padded[index(2 * k)]
-                        line[index(odd_at + k)] = padded[index(2 * k + 1)]
-                if span % 2:
-                    line[index(even_at + pairs)] = padded[index(span - 1)]
+                # Column phases first (the phase fill's scatter_pairs, the odd columns halves past
+                # the even ones): every tap then reads a contiguous run (a strided read of the
+                # padded row stays scalar).
+                scatter_pairs(padded, 0, span, line, even_at, halves, 0)
                 for ox in range(out_w):
                     target[index(row + ox)] = line[index(even_at + ox)]
                 for kx in range(1, kernel_w):
