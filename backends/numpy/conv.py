@@ -980,7 +980,7 @@ class _CompiledDirectPlan:
         return f"direct, compiled loop ({self.loop_name})"
 
     def run(self, ex, x, w, b, residual, out) -> None:
-        workers = 1 if self.threads == 1 else compiled.run_workers(self.threads, ex.backend)
+        workers = compiled.run_workers(self.threads, ex.backend)
         source = self.source
         if self.phases is not None:
             self.fill_phases(np.ascontiguousarray(x).reshape(self.x_shape), self.phases, *self.phase_geometry)
