@@ -785,7 +785,7 @@ def conv_grid(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, acti
     pixel (oy, ox) of tap t reads x[n, g * group_size + tap_offsets[t] + oy * cells_w + ox]:
     out[n, g * mg + m, oy * out_w + ox] = bias + sum over taps t of weights[g, m // 8, t, m % 8]
     * that (+ residual), then Relu (activation 1) or a clip to [low, high] (2). The plan lays the
-    input out so: the zero-padded plane at stride 1 (cells_w its width), a strided image stem's
+    input out so: the zero-padded plane at stride 1 (cells_w its width), a strided conv's
     stride phases (phase_grid's), a 1x1 conv's plane as one row. x: (N, C * plane) flat per batch;
     weights: (G, blocks, taps, GRID_CHANNELS), channels past mg zero; bias: (G * blocks *
     GRID_CHANNELS,); residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or
