@@ -575,6 +575,18 @@ def _lane_mask(builder, width: int, low, high):
                         builder.icmp_signed("<", lanes, _splat(builder, high, width)))
 
 
+def _activated(builder, value, activation, low, high, width: int):
+    """A float vector after Relu (activation 1: x < 0 ? 0 : x) or a clip to [low, high] (2), by
+    comparisons that keep NaN (numpy's); other activations leave it."""
+    i64 = llvm_ir.IntType(64)
+    zero, floor, ceiling = (_splat(builder, v, width) for v in (llvm_ir.Constant(llvm_ir.FloatType(), 0.0), low, high))
+    rectified = builder.select(builder.fcmp_ordered("<", value, zero), zero, value)
+    clipped = builder.select(builder.fcmp_ordered("<", value, floor), floor, value)
+    clipped = builder.select(builder.fcmp_ordered(">", clipped, ceiling), ceiling, clipped)
+    relu, clip = builder.icmp_signed("==", activation, i64(1)), builder.icmp_signed("==", activation, i64(2))
+    return builder.select(relu, rectified, builder.select(clip, clipped, value))
+
+
 def _tap_accumulators(context, builder, signature, args, count: int, width: int) -> list:
     """The LLVM values of tap_sums's `count` accumulators of `width` floats after every tap (its
     arguments 0-6 are the intrinsics' first seven)."""
@@ -647,9 +659,6 @@ def tap_outputs(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at
         i64 = llvm_ir.IntType(64)
         vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
         has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
-        zero, floor, ceiling = (_splat(builder, value, width) for value in (llvm_ir.Constant(llvm_ir.FloatType(), 0.0),
-                                                                             low, high))
-        relu, clip = builder.icmp_signed("==", activation, i64(1)), builder.icmp_signed("==", activation, i64(2))
         values = _tap_accumulators(context, builder, signature, args, total, width)
         for i, value in enumerate(values):
             with builder.if_then(builder.icmp_signed("<", i64(i), count), likely=True):
@@ -662,12 +671,7 @@ def tap_outputs(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at
                 merged = builder.phi(vector)
                 merged.add_incoming(value, before)
                 merged.add_incoming(summed, with_residual)
-                value = merged
-                # Relu: x < 0 ? 0 : x; clip: min and max by comparisons that keep NaN.
-                rectified = builder.select(builder.fcmp_ordered("<", value, zero), zero, value)
-                clipped = builder.select(builder.fcmp_ordered("<", value, floor), floor, value)
-                clipped = builder.select(builder.fcmp_ordered(">", clipped, ceiling), ceiling, clipped)
-                value = builder.select(relu, rectified, builder.select(clip, clipped, value))
+                value = _activated(builder, merged, activation, low, high, width)
                 builder.store(value, builder.bitcast(builder.gep(out_data, [at]), vector.as_pointer()), align=4)
         return context.get_dummy_value()
 
@@ -894,6 +898,240 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
         for worker in numba.prange(workers):
             depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier,
                                  activation, low, high, phases[worker], offsets, counter)
+
+
+# depthwise_channel_blocks: float32 depthwise convs take it but where depthwise_rows's steps of
+# DEPTHWISE_PIXELS fill most of an output row: rows of at least DEPTHWISE_ROWS_LOOP_WIDTH pixels
+# at stride 1, DEPTHWISE_ROWS_STRIDED_WIDTH at larger strides (depthwise_rows reads stride phases,
+# filled each run), whose steps cover at most DEPTHWISE_ROWS_COVER times the row. One thread,
+# /tmp/w/dwbig.py, channel blocks / rows: 192 x 28 x 28 x1.36, 144 x 56 x 56 x1.61, 384 x 16 x 16
+# x1.11, 32 x 16 x 16 x1.00, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; stride 2: 96 x 32 x 32 x0.49,
+# 144 x 56 x 56 x1.02, 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44. Read by the plans only.
+DEPTHWISE_ROWS_STRIDED_WIDTH = 28
+# Whether float32 depthwise convs of channel multiplier 1 take depthwise_channel_blocks (tests
+# turn it off to reach the other loops with them).
+DEPTHWISE_CHANNEL_BLOCKS = True
+DEPTHWISE_ROWS_COVER = 1.25
+
+
+def _prefix_mask(builder, width: int, count):
+    """The <width x i1> mask of lanes j < count (an i64 from 0 to width): an integer's low bits."""
+    i64 = llvm_ir.IntType(64)
+    bits = builder.sub(builder.shl(i64(1), count), i64(1))
+    return builder.bitcast(builder.trunc(bits, llvm_ir.IntType(width)), llvm_ir.VectorType(llvm_ir.IntType(1), width))
+
+
+def _masked_access(builder, width: int):
+    """LLVM's masked load and store of <width x float> (AVX-512 and AVX2 masked moves)."""
+    vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+    pointer, mask = vector.as_pointer(), llvm_ir.VectorType(llvm_ir.IntType(1), width)
+    alignment = llvm_ir.IntType(32)
+    load = cgutils.get_or_insert_function(
+        builder.module, llvm_ir.FunctionType(vector, [pointer, alignment, mask, vector]),
+        f"llvm.masked.load.v{width}f32.p0v{width}f32")
+    store = cgutils.get_or_insert_function(
+        builder.module, llvm_ir.FunctionType(llvm_ir.VoidType(), [vector, pointer, alignment, mask]),
+        f"llvm.masked.store.v{width}f32.p0v{width}f32")
+    return load, store
+
+
+def _transposed(builder, rows: list, width: int) -> list:
+    """The columns of a width x width block given as its row vectors (width a power of two): stage
+    b swaps bit b of each element's row and lane, two-vector shuffles of row pairs i, i + b;
+    log2(width) stages move every element to (lane, row)."""
+    picks = llvm_ir.VectorType(llvm_ir.IntType(32), width)
+    rows = list(rows)
+    b = 1
+    while b < width:
+        stay = llvm_ir.Constant(picks, [j if not j & b else width + j - b for j in range(width)])
+        move = llvm_ir.Constant(picks, [j + b if not j & b else width + j for j in range(width)])
+        for i in range(width):
+            if not i & b:
+                rows[i], rows[i + b] = (builder.shuffle_vector(rows[i], rows[i + b], stay),
+                                        builder.shuffle_vector(rows[i], rows[i + b], move))
+        b *= 2
+    return rows
+
+
+@intrinsic
+def transpose_lanes(typingctx, source, source_at, source_stride, load_rows, load_lanes, target, target_at, places,
+                    places_at, store_vectors, store_lanes, residual, activation, low, high, lanes):
+    """One lanes x lanes block (lanes a literal) moved across: row i is source[source_at + i *
+    source_stride + j] for j < load_lanes (zeros for i >= load_rows or j >= load_lanes), and its
+    column j goes to target[target_at + places[places_at + j] + i] for j < store_vectors and i <
+    store_lanes, plus the residual at the same index where it has elements, then Relu
+    (activation 1) or a clip to [low, high] (2), NaN kept. Masked loads and stores, one
+    log2(lanes)-stage shuffle transpose in registers. source, target, residual: flat float32."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    width = lanes.literal_value
+
+    def codegen(context, builder, signature, args):
+        source_data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        target_data = context.make_array(signature.args[5])(context, builder, args[5]).data
+        places_data = context.make_array(signature.args[7])(context, builder, args[7]).data
+        residual = context.make_array(signature.args[11])(context, builder, args[11])
+        source_at, source_stride, load_rows, load_lanes = args[1:5]
+        target_at, places_at, store_vectors, store_lanes = args[6], args[8], args[9], args[10]
+        activation, low, high = args[12:15]
+        i64 = llvm_ir.IntType(64)
+        vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+        pointer, alignment = vector.as_pointer(), llvm_ir.IntType(32)(4)
+        zeros = llvm_ir.Constant(vector, [0.0] * width)
+        load, store = _masked_access(builder, width)
+        rows = []
+        for i in range(width):
+            count = builder.select(builder.icmp_signed("<", i64(i), load_rows), load_lanes, i64(0))
+            # not inbounds: rows past load_rows may lie outside the array (they load nothing)
+            at = builder.gep(source_data, [builder.add(source_at, builder.mul(i64(i), source_stride))], inbounds=False)
+            mask = _prefix_mask(builder, width, count)
+            rows.append(builder.call(load, [builder.bitcast(at, pointer), alignment, mask, zeros]))
+        has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
+        for j, value in enumerate(_transposed(builder, rows, width)):
+            count = builder.select(builder.icmp_signed("<", i64(j), store_vectors), store_lanes, i64(0))
+            mask = _prefix_mask(builder, width, count)
+            at = builder.add(target_at, builder.load(builder.gep(places_data, [builder.add(places_at, i64(j))])))
+            before = builder.block
+            with builder.if_then(has_residual):
+                extra = builder.call(load, [builder.bitcast(builder.gep(residual.data, [at], inbounds=False), pointer),
+                                            alignment, mask, zeros])
+                summed, with_residual = builder.fadd(value, extra), builder.block
+            merged = builder.phi(vector)
+            merged.add_incoming(value, before)
+            merged.add_incoming(summed, with_residual)
+            value = _activated(builder, merged, activation, low, high, width)
+            builder.call(store, [value, builder.bitcast(builder.gep(target_data, [at], inbounds=False), pointer),
+                                 alignment, mask])
+        return context.get_dummy_value()
+
+    return types.none(source, source_at, source_stride, load_rows, load_lanes, target, target_at, places, places_at,
+                      store_vectors, store_lanes, residual, activation, low, high, lanes), codegen
+
+
+@intrinsic
+def block_taps(typingctx, padded, at, pixel_step, tap_offsets, weights, w_at, bias, bias_at, sums, sums_at, pixels,
+               lanes):
+    """sums[sums_at + k * lanes + c] = bias[bias_at + c] + sum over taps t of weights[w_at + t *
+    lanes + c] * padded[at + k * pixel_step + tap_offsets[t] + c] for pixels k < `pixels` and
+    channels c < lanes (literals): `pixels` vector accumulators of one block of channels in
+    registers, independent chains of multiply-adds (one accumulator waits 4 cycles for each)."""
+    if not (isinstance(lanes, types.IntegerLiteral) and isinstance(pixels, types.IntegerLiteral)):
+        return None
+    width, count = lanes.literal_value, pixels.literal_value
+
+    def codegen(context, builder, signature, args):
+        arrays = {k: context.make_array(signature.args[k])(context, builder, args[k]) for k in (0, 3, 4, 6, 8)}
+        padded_data, offsets_data, weights_data, bias_data, sums_data = (arrays[k].data for k in (0, 3, 4, 6, 8))
+        at, pixel_step, w_at, bias_at, sums_at = args[1], args[2], args[5], args[7], args[9]
+        i64 = llvm_ir.IntType(64)
+        vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+        pointer = vector.as_pointer()
+        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vector, [vector] * 3),
+                                             f"llvm.fma.v{width}f32")
+        taps = builder.extract_value(arrays[3].shape, 0)
+        start = builder.load(builder.bitcast(builder.gep(bias_data, [bias_at]), pointer), align=4)
+        cells = [cgutils.alloca_once(builder, vector) for _ in range(count)]  # registers after SROA
+        for cell in cells:
+            builder.store(start, cell)
+        bases = [builder.gep(padded_data, [builder.add(at, builder.mul(i64(k), pixel_step))]) for k in range(count)]
+        weights_at = builder.gep(weights_data, [w_at])
+        with cgutils.for_range(builder, taps) as loop:
+            offset = builder.load(builder.gep(offsets_data, [loop.index]))
+            weight = builder.load(builder.bitcast(builder.gep(weights_at, [builder.mul(loop.index, i64(width))]),
+                                                  pointer), align=4)
+            for base, cell in zip(bases, cells):
+                values = builder.load(builder.bitcast(builder.gep(base, [offset]), pointer), align=4)
+                builder.store(builder.call(fma, [weight, values, builder.load(cell)]), cell)
+        for k, cell in enumerate(cells):
+            target = builder.gep(sums_data, [builder.add(sums_at, i64(k * width))])
+            builder.store(builder.load(cell), builder.bitcast(target, pointer), align=4)
+        return context.get_dummy_value()
+
+    return types.none(padded, at, pixel_step, tap_offsets, weights, w_at, bias, bias_at, sums, sums_at, pixels,
+                      lanes), codegen
+
+
+# Output pixels a block_taps call sums in rows at least this wide (else 4, else 1): 8 accumulators
+# keep both multiply-add units busy (144 x 8 x 8: 7.2 us against 8.8 with 4).
+BLOCK_PIXELS = 8
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded, padded_w,
+                          tap_offsets, places, planes, sums, counter):
+    """depthwise_channel_blocks's work on one thread: it claims blocks of GRID_LANES channels of
+    one batch entry (counter: the next, shared by the threads) until none is left, each through
+    its own padded and sums buffers."""
+    batch, channels_out, out_h, out_w = out.shape
+    channels, plane = x.shape[1], x.shape[2] * x.shape[3]
+    blocks, taps = weights.shape[0], weights.shape[1]
+    stride_h, stride_w = strides[0], strides[1]
+    pixels = out_h * out_w
+    lanes = GRID_LANES
+    source, outputs, extras = x.reshape(-1), out.reshape(-1), residual.reshape(-1)
+    flat_weights, flat_bias = weights.reshape(-1), bias.reshape(-1)
+    no_residual = extras[:0]
+    step = (BLOCK_PIXELS if out_w >= BLOCK_PIXELS else 4 if out_w >= 4 else 1)
+    item = claim(counter)
+    while item < batch * blocks:
+        n, block = item // blocks, item % blocks
+        item = claim(counter)
+        first = block * lanes
+        count = min(lanes, channels_out - first)
+        # The block's input planes into the padded channels-last buffer, 16 pixels a transpose.
+        for p in range(0, plane, lanes):
+            columns = min(lanes, plane - p)
+            transpose_lanes(source, (n * channels + first) * plane + p, plane, count, columns, padded, 0, places, p,
+                            columns, lanes, no_residual, 0, low, high, GRID_LANES)
+        w_at = block * taps * lanes
+        for oy in range(out_h):
+            row_at = oy * stride_h * padded_w
+            # The last call of a row moves back to end at its end and sums a few pixels again.
+            for done in range(0, out_w, step):
+                ox = min(done, out_w - step)
+                at, sums_at = (row_at + ox * stride_w) * lanes, (oy * out_w + ox) * lanes
+                if step == BLOCK_PIXELS:
+                    block_taps(padded, at, stride_w * lanes, tap_offsets, flat_weights, w_at, flat_bias, first, sums,
+                               sums_at, BLOCK_PIXELS, GRID_LANES)
+                elif step == 4:
+                    block_taps(padded, at, stride_w * lanes, tap_offsets, flat_weights, w_at, flat_bias, first, sums,
+                               sums_at, 4, GRID_LANES)
+                else:
+                    block_taps(padded, at, stride_w * lanes, tap_offsets, flat_weights, w_at, flat_bias, first, sums,
+                               sums_at, 1, GRID_LANES)
+        # The sums (pixel-major) back across into the output planes, with the residual and activation.
+        for p in range(0, pixels, lanes):
+            rows = min(lanes, pixels - p)
+            transpose_lanes(sums, p * lanes, lanes, rows, count, outputs, (n * channels_out + first) * pixels + p,
+                            planes, 0, count, rows, extras, activation, low, high, GRID_LANES)
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
+def depthwise_channel_blocks(x, weights, bias, residual, out, strides, activation, low, high, padded, padded_w,
+                             tap_offsets, places, planes, sums, counter, workers):
+    """A float32 depthwise conv (channel multiplier 1) by blocks of GRID_LANES channels laid out
+    channels-last: each block's input planes go across (a shuffle transpose) into a zero-padded
+    (padded_h, padded_w, GRID_LANES) buffer, where every tap of every output pixel, at any stride,
+    dilation or padding, is one vector load of the block's channels; an output pixel's sums over
+    the taps stay in registers (block_taps), and the pixel-major sums go back across into the
+    output planes with the residual and the activation (Relu 1 or a clip to [low, high] 2, NaN
+    kept). No stride phases, no short rows, no edge cases.
+
+    weights: (blocks, taps, GRID_LANES) and bias (blocks, GRID_LANES), zeros past the channels;
+    tap_offsets: where tap (ky, kx) reads in the padded buffer from its output pixel's window,
+    (ky * dilation_h * padded_w + kx * dilation_w) * GRID_LANES; places: (H * W + GRID_LANES,)
+    input pixel (iy, ix)'s place there, ((iy + pad_top) * padded_w + ix + pad_left) *
+    GRID_LANES; planes: (GRID_LANES,) c * out_h * out_w; padded: (workers, its size), zeroed
+    once (only the interior is written); sums: (workers, out_h * out_w * GRID_LANES); counter: one
+    int64. `workers` threads share the blocks."""
+    counter[0] = 0
+    if workers == 1:
+        depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded[0], padded_w,
+                              tap_offsets, places, planes, sums[0], counter)
+    else:
+        for worker in numba.prange(workers):
+            depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded[worker],
+                                  padded_w, tap_offsets, places, planes, sums[worker], counter)
 
 
 @numba.njit(cache=True, inline="always")

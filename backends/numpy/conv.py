@@ -773,9 +773,11 @@ def _loop_activation(ex, dtype: np.dtype) -> tuple:
 class _CompiledDepthwisePlan:
     """A 1-D or 2-D depthwise Conv (any channel multiplier) as one compiled loop
     (backends/numpy/compiled.py): the bias, the residual and a Relu or Clip inside it, another
-    activation after it. Small planes take depthwise_channels_inner; float32 planes of 4+ rows of
-    16+ pixels depthwise_rows (4 rows x 16 pixels summed in registers: zoo mobilenetv2@224
-    x0.94-0.95 of its time with depthwise_phases); the rest depthwise_phases."""
+    activation after it. float32 convs of one output channel per input channel take
+    depthwise_channel_blocks (channels-last blocks: zoo mobilenetv2's at 32x32 x0.3-0.5 of
+    depthwise_channels_inner's time, its 14x14 ones x0.3-0.4 of depthwise_phases's), but where
+    depthwise_rows's steps of 4 rows x 16 pixels fill the output rows (DEPTHWISE_ROWS_COVER);
+    other small planes depthwise_channels_inner, the rest depthwise_phases."""
 
     shared, nbytes = False, 0
 
@@ -788,32 +790,78 @@ class _CompiledDepthwisePlan:
         self.multiplier = step.input_specs[1].shape[0] // step.input_specs[0].shape[1]
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, dtype)
         self.no_bias, self.no_residual = np.empty(0, dtype), np.empty((0, 0, 0, 0), dtype)
-        self.rows = False  # depthwise_rows, whose weights are (M, taps) and which takes the kernel
-        self.threads = 1  # depthwise_rows's threads (the other loops run on one)
+        self.threads = 1  # the threads of depthwise_rows and depthwise_channel_blocks (the others run on one)
         # The loop for the output plane's size, and its work buffers, made here: a run allocates nothing.
         loops = compiled.loops()
         x_shape = (step.input_specs[0].shape[:2] + _as_2d(step.input_specs[0].shape[2:], 1))
         out_shape = (step.output_specs[0].shape[:2] + _as_2d(step.output_specs[0].shape[2:], 1))
         kernel = _as_2d(step.input_specs[1].shape[2:], 1)
-        channels_out = out_shape[1]
-        if out_shape[2] * out_shape[3] <= loops.CHANNELS_INNER_PIXELS:
-            self.loop = loops.depthwise_channels_inner
+        channels_out, out_h, out_w = out_shape[1:]
+        multiply_adds = math.prod(out_shape) * math.prod(kernel)
+        strided = bool(np.any(self.strides > 1))
+        rows_width = loops.DEPTHWISE_ROWS_STRIDED_WIDTH if strided else loops.DEPTHWISE_ROWS_LOOP_WIDTH
+        rows_fill = (out_h >= loops.DEPTHWISE_ROWS and out_w >= max(rows_width, loops.DEPTHWISE_PIXELS)
+                     and -(-out_w // loops.DEPTHWISE_PIXELS) * loops.DEPTHWISE_PIXELS
+                     <= loops.DEPTHWISE_ROWS_COVER * out_w)
+        self.style = "phases"  # or "rows" (weights (M, taps), takes the kernel), "blocks", "channels inner"
+        if dtype == np.float32 and loops.can_vectorize() and rows_fill:
+            self.style, self.loop = "rows", loops.vectorized_loop("depthwise_rows")
+            _, cells_w, size = loops.phase_grid(x_shape, out_shape, kernel, self.strides, self.dilations, self.pads)
+            self.kernel = np.array(kernel, np.int64)
+            self.threads = compiled.loop_threads(ex, multiply_adds, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
+            self.buffers = (thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
+                            work_counter())  # phases per thread, tap offsets, the next plane
+        elif dtype == np.float32 and self.multiplier == 1 and loops.DEPTHWISE_CHANNEL_BLOCKS:
+            self.style, self.loop = "blocks", loops.depthwise_channel_blocks
+            self.threads = compiled.loop_threads(ex, multiply_adds, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
+            self._plan_blocks(loops, step, x_shape, out_shape, kernel)
+        elif out_h * out_w <= loops.CHANNELS_INNER_PIXELS:
+            self.style, self.loop = "channels inner", loops.depthwise_channels_inner
             self.buffers = (np.empty((*x_shape[2:], channels_out), dtype), np.empty((*kernel, channels_out), dtype),
                             np.empty(channels_out, dtype))
         else:
             _, cells_w, size = loops.phase_grid(x_shape, out_shape, kernel, self.strides, self.dilations, self.pads)
-            if (dtype == np.float32 and out_shape[2] >= loops.DEPTHWISE_ROWS
-                    and out_shape[3] >= max(loops.DEPTHWISE_ROWS_LOOP_WIDTH, loops.DEPTHWISE_PIXELS)
-                    and loops.can_vectorize()):
-                self.loop, self.rows = loops.vectorized_loop("depthwise_rows"), True
-                self.kernel = np.array(kernel, np.int64)
-                self.threads = compiled.loop_threads(ex, math.prod(out_shape) * math.prod(kernel),
-                                                     compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
-                self.buffers = (thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
-                                work_counter())  # phases per thread, tap offsets, the next plane
-            else:
-                self.loop = loops.depthwise_phases
-                self.buffers = (np.zeros(size, dtype), np.empty(out_shape[2] * cells_w, dtype))
+            self.loop = loops.depthwise_phases
+            self.buffers = (np.zeros(size, dtype), np.empty(out_shape[2] * cells_w, dtype))
+
+    def _plan_blocks(self, loops, step, x_shape, out_shape, kernel) -> None:
+        """depthwise_channel_blocks's tables and buffers, and its weights where they are constants."""
+        lanes = loops.GRID_LANES
+        (height, width), (out_h, out_w) = x_shape[2:], out_shape[2:]
+        (stride_h, stride_w), (dilation_h, dilation_w), (top, left) = self.strides, self.dilations, self.pads
+        # Rows and columns up to the last tap of the last output pixel (past the input: the padding).
+        padded_h = max(height + top, (out_h - 1) * stride_h + (kernel[0] - 1) * dilation_h + 1)
+        padded_w = max(width + left, (out_w - 1) * stride_w + (kernel[1] - 1) * dilation_w + 1)
+        ky, kx = np.meshgrid(np.arange(kernel[0]), np.arange(kernel[1]), indexing="ij")
+        tap_offsets = ((ky * dilation_h * padded_w + kx * dilation_w) * lanes).ravel().astype(np.int64)
+        iy, ix = np.divmod(np.arange(height * width), width)
+        places = np.zeros(height * width + lanes, np.int64)  # the tail: read for lanes no transpose stores
+        places[:height * width] = ((iy + top) * padded_w + ix + left) * lanes
+        planes = np.arange(lanes, dtype=np.int64) * out_h * out_w
+        self.blocks = -(-out_shape[1] // lanes)
+        self.tail = (tap_offsets, places, planes)
+        self.padded_w = int(padded_w)
+        self.buffers = (thread_rows(self.threads, padded_h * padded_w * lanes, np.float32),
+                        thread_rows(self.threads, out_h * out_w * lanes, np.float32), work_counter())
+        self.packed_weights = self.packed_bias = None
+        values = list(step.input_values or []) + [None] * 3
+        if values[1] is not None:
+            self.packed_weights = self.pack_weights(values[1])
+        if values[2] is not None or len(step.input_specs) < 3 or step.input_specs[2] is None:
+            self.packed_bias = self.pack_bias(values[2])
+
+    def pack_weights(self, w: np.ndarray) -> np.ndarray:
+        """(M, 1, kh, kw) as (blocks, taps, GRID_LANES): a block's channels side by side per tap."""
+        lanes = compiled.loops().GRID_LANES
+        packed = np.zeros((self.blocks * lanes, math.prod(w.shape[2:])), np.float32)
+        packed[:len(w)] = w.reshape(len(w), -1)
+        return np.ascontiguousarray(packed.reshape(self.blocks, lanes, -1).transpose(0, 2, 1))
+
+    def pack_bias(self, b: np.ndarray | None) -> np.ndarray:
+        packed = np.zeros((self.blocks, compiled.loops().GRID_LANES), np.float32)
+        if b is not None:
+            packed.reshape(-1)[:len(b)] = b
+        return packed
 
     @staticmethod
     def fits(step, group: int) -> bool:
@@ -830,7 +878,13 @@ class _CompiledDepthwisePlan:
             residual = None if residual is None else residual[:, :, None]
         bias = self.no_bias if b is None else b
         residual = self.no_residual if residual is None else residual
-        if self.rows:
+        if self.style == "blocks":
+            weights = self.pack_weights(w) if self.packed_weights is None else self.packed_weights
+            bias = self.pack_bias(b) if self.packed_bias is None else self.packed_bias
+            self.loop(np.ascontiguousarray(x), weights, bias, np.ascontiguousarray(residual), out, self.strides,
+                      self.activation, self.low, self.high, self.buffers[0], self.padded_w, *self.tail,
+                      *self.buffers[1:], compiled.run_workers(self.threads, ex.backend))
+        elif self.style == "rows":
             self.loop(np.ascontiguousarray(x), np.ascontiguousarray(w).reshape(len(w), -1), bias,
                       np.ascontiguousarray(residual), out, self.kernel, self.strides, self.dilations, self.pads,
                       self.multiplier, self.activation, self.low, self.high, *self.buffers,

@@ -91,12 +91,26 @@ CASES = [  # x shape, w shape, Conv attributes
     ((1, 6, 13, 40), (12, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # stride 2, multiplier 2
     ((1, 3, 11, 36), (3, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # stride 2, odd left pad and width
     ((1, 4, 10, 35), (4, 1, 5, 3), {"dilations": [2, 1], "pads": [4, 1, 4, 1]}),  # 5x3, dilated rows
+    ((2, 20, 14, 14), (20, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # channel blocks of 16 and 4, planes of 196
+    ((1, 17, 9, 9), (17, 1, 3, 3), {"strides": [2, 2], "pads": [0, 0, 0, 0]}),  # 25 pixels: a block's last transpose
 ]
-# Every case through both general loops, and through depthwise_rows where its plane qualifies
-# (4 rows of 16 pixels or more).
+# Every case through both general loops; through depthwise_rows where its plane qualifies (4 rows
+# of 16 pixels or more) and depthwise_channel_blocks where the channel multiplier is 1.
 DEPTHWISE_LOOP_CASES = [(*case, loop) for case in CASES for loop in ("depthwise_phases", "depthwise_channels_inner")] \
     + [(*case, "depthwise_rows") for case in CASES
-       if len(case[0]) == 4 and conv_out_size(*case, 0) >= 4 and conv_out_size(*case, 1) >= 16]
+       if len(case[0]) == 4 and conv_out_size(*case, 0) >= 4 and conv_out_size(*case, 1) >= 16] \
+    + [(*case, "depthwise_channel_blocks") for case in CASES if case[1][0] == case[0][1]]
+
+
+def choose_depthwise_loop(loop: str, monkeypatch) -> None:
+    """Moves the plane sizes and switches that pick a depthwise loop so that `loop` takes a case."""
+    loops = compiled.loops()
+    monkeypatch.setattr(loops, "CHANNELS_INNER_PIXELS", 10**9 if loop == "depthwise_channels_inner" else 0)
+    monkeypatch.setattr(loops, "DEPTHWISE_CHANNEL_BLOCKS", loop == "depthwise_channel_blocks")
+    rows = loop == "depthwise_rows"
+    for name in ("DEPTHWISE_ROWS_LOOP_WIDTH", "DEPTHWISE_ROWS_STRIDED_WIDTH"):
+        monkeypatch.setattr(loops, name, loops.DEPTHWISE_PIXELS if rows else 10**9)
+    monkeypatch.setattr(loops, "DEPTHWISE_ROWS_COVER", 10**9 if rows else 1)
 
 
 @numba_missing
@@ -105,9 +119,7 @@ DEPTHWISE_LOOP_CASES = [(*case, loop) for case in CASES for loop in ("depthwise_
 def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_shape, attrs, activation, loop,
                                                                    monkeypatch):
     """Every loop on every case it takes: the plane sizes that pick one are moved past the case's."""
-    monkeypatch.setattr(compiled.loops(), "CHANNELS_INNER_PIXELS", 10**9 if loop == "depthwise_channels_inner" else 0)
-    if loop == "depthwise_phases":
-        monkeypatch.setattr(compiled.loops(), "DEPTHWISE_ROWS_LOOP_WIDTH", 10**9)
+    choose_depthwise_loop(loop, monkeypatch)
     model = depthwise_model(x_shape, w_shape, attrs, activation=activation, bias=activation != "Relu")
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
@@ -117,6 +129,29 @@ def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_sh
     assert plan_variants != variants
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, plan, rtol=1e-5, atol=1e-5)
+
+
+@numba_missing
+@pytest.mark.parametrize("x_shape, w_shape, attrs, loop", [
+    ((1, 16, 20, 20), (16, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_channel_blocks"),  # rows of 20
+    ((1, 16, 20, 32), (16, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_rows"),  # rows of two whole steps
+    ((1, 16, 20, 40), (16, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_rows"),  # 48 for 40: under 1.25x
+    ((1, 16, 20, 36), (16, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_channel_blocks"),  # 48 for 36
+    ((1, 16, 40, 40), (16, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "depthwise_channel_blocks"),
+    ((1, 16, 64, 64), (16, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "depthwise_rows"),  # rows of 32
+    ((1, 6, 8, 8), (12, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_channels_inner"),  # multiplier 2
+    ((1, 6, 20, 20), (12, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_phases"),
+])
+def test_depthwise_loop_by_plane(x_shape, w_shape, attrs, loop, monkeypatch):
+    """float32 depthwise convs of channel multiplier 1 take channel blocks but where depthwise_rows's
+    steps of 16 fill the output rows: rows of 16+ pixels at stride 1, 28+ at stride 2, covered by
+    at most 1.25x their width."""
+    model = depthwise_model(x_shape, w_shape, attrs, activation="Relu")
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
+    assert variants == [f"depthwise, compiled loop ({loop})"]
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @numba_missing
@@ -211,10 +246,13 @@ def test_compiled_max_pool_nan_float64_and_threads(dtype, threaded, monkeypatch)
 
 
 @numba_missing
-@pytest.mark.parametrize("dtype, width", [(np.float64, 5), (np.float32, 21)])
-def test_compiled_depthwise_residual_float64_and_nan(dtype, width, monkeypatch):
+@pytest.mark.parametrize("dtype, width, loop", [(np.float64, 5, "depthwise_channels_inner"),
+                                                (np.float32, 32, "depthwise_rows"),
+                                                (np.float32, 21, "depthwise_channel_blocks")])
+def test_compiled_depthwise_residual_float64_and_nan(dtype, width, loop, monkeypatch):
     """The residual is added before the activation; float64 compiles its own loop, float32 rows
-    of 16+ pixels take depthwise_rows; NaN passes the clip as in numpy and onnx.reference."""
+    filled by steps of 16 take depthwise_rows, others channel blocks; NaN passes the clip as in
+    numpy and onnx.reference."""
     shape = (2, 3, 6, width)
     model = depthwise_model(shape, (3, 1, 3, 3), {"pads": [1, 1, 1, 1]}, activation="Clip", residual=list(shape),
                             dtype=dtype)
@@ -223,8 +261,7 @@ def test_compiled_depthwise_residual_float64_and_nan(dtype, width, monkeypatch):
     feeds = {"x": x, "r": rng.standard_normal(shape).astype(dtype)}
     want = ReferenceEvaluator(model).run(None, feeds)[0]  # onnxruntime has no float64 Conv
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
-    assert variants[0].startswith("depthwise, compiled loop") and got.dtype == dtype
-    assert ("depthwise_rows" in variants[0]) == (dtype == np.float32)
+    assert variants == [f"depthwise, compiled loop ({loop})"] and got.dtype == dtype
     [conv] = [step for segment in wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"]).session.segments
               for step, _ in segment.steps]
     assert conv.inputs[3] == "r" and conv.attrs["activation"] == "clip"  # one step: residual and Clip inside
@@ -402,8 +439,9 @@ def run_with_threads(model, feeds):
 
 THREADED_CASES = [(x, w, g, a, {"activation": "Clip", "group": g}) for x, w, g, a in DIRECT_CASES] + [
     ((2, 4, 300), (6, 4, 3), 1, {"pads": [1, 1]}, {"group": 1}),  # rows of 300: conv_grid's chunks of 128
-    ((2, 3, 6, 21), (3, 1, 3, 3), 3, {"pads": [1, 1, 1, 1]}, {"residual": [2, 3, 6, 21]}),  # depthwise_rows
-    ((1, 6, 13, 40), (12, 1, 3, 3), 6, {"strides": [2, 2], "pads": [1, 0, 0, 1]}, {"activation": "Relu"}),
+    ((2, 3, 6, 32), (3, 1, 3, 3), 3, {"pads": [1, 1, 1, 1]}, {"residual": [2, 3, 6, 32]}),  # depthwise_rows
+    ((1, 6, 13, 64), (12, 1, 3, 3), 6, {"strides": [2, 2], "pads": [1, 0, 0, 1]}, {"activation": "Relu"}),
+    ((2, 20, 6, 21), (20, 1, 3, 3), 20, {"pads": [1, 1, 1, 1]}, {"residual": [2, 20, 6, 21]}),  # channel blocks
 ]
 
 
