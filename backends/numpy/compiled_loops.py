@@ -436,23 +436,55 @@ def activate_block(sums, size, activation, low, high):
 
 
 @intrinsic
-def claim(typingctx, counter):
-    """The next work item of a loop whose threads share its items: counter[0] (an int64 array),
-    then one added to it, as one atomic step."""
-    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+def claim_at(typingctx, counters, at):
+    """counters[at] (an int64 array), then one added to it, as one atomic step."""
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64):
         return None
 
     def codegen(context, builder, signature, args):
         array = context.make_array(signature.args[0])(context, builder, args[0])
-        return builder.atomic_rmw("add", array.data, context.get_constant(types.int64, 1), "monotonic")
+        return builder.atomic_rmw("add", builder.gep(array.data, [args[1]]), context.get_constant(types.int64, 1),
+                                  "monotonic")
 
-    return types.int64(counter), codegen
+    return types.int64(counters, at), codegen
+
+
+# A threaded loop's items (tiles, chunks, planes, blocks) fall into one contiguous share per
+# worker, claimed from its own counter (counters[worker * COUNTER_STRIDE], each on its own cache
+# line); a worker done with its share goes on with what is left of the next ones'. For batch 1 and
+# one group a conv's share is a band of output rows, so the conv after it finds the rows it reads
+# in the same core's cache: chunks claimed in turn from one counter left half of every input on
+# the other core (zoo resnet@224 on two threads x0.93, mobilenetv2 x0.94 with shares; a 3x3 / 2
+# stem after its phase fill on the main thread: 199 us against 90 without the fill, 134 on one
+# thread, /tmp/w/stem.py).
+COUNTER_STRIDE = 8
+
+
+@numba.njit(cache=True, inline="always")
+def next_item(counters, worker, workers, items, turn):
+    """(the next of `items` work items for this worker, the share it came from: turn 0 its own,
+    turn t the share of worker + t); items when none is left."""
+    share = -(-items // workers)
+    while turn < workers:
+        owner = (worker + turn) % workers
+        item = owner * share + claim_at(counters, owner * COUNTER_STRIDE)
+        if item < min(items, (owner + 1) * share):
+            return item, turn
+        turn += 1
+    return items, turn
+
+
+@numba.njit(cache=True, inline="always")
+def reset_counters(counters, workers):
+    for worker in range(workers):
+        counters[worker * COUNTER_STRIDE] = 0
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tile, counter):
-    """conv_direct's work on one thread: it claims tiles of DIRECT_TILE output pixels of one group of
-    one batch entry (counter: the next tile, shared by the threads) until none is left."""
+def direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tile, counter,
+                 worker, workers):
+    """conv_direct's work on worker `worker` of `workers`: tiles of DIRECT_TILE output pixels of one
+    group of one batch entry, its share first (next_item), until none is left."""
     batch, channels_out, pixels = out.shape
     groups, blocks, taps, _ = weights.shape
     group_size = x.shape[1] // groups
@@ -461,11 +493,12 @@ def direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, ac
     per_plane = -(-pixels // DIRECT_TILE)
     sums = numba.carray(stack_array(DIRECT_BLOCK, x.dtype), DIRECT_BLOCK)
     offsets = numba.carray(stack_array(DIRECT_PIXELS, np.intp), DIRECT_PIXELS)
-    item = claim(counter)
-    while item < batch * groups * per_plane:
+    items = batch * groups * per_plane
+    item, turn = next_item(counter, worker, workers, items, 0)
+    while item < items:
         n, g = item // (groups * per_plane), item // per_plane % groups
         first = item % per_plane * DIRECT_TILE
-        item = claim(counter)
+        item, turn = next_item(counter, worker, workers, items, turn)
         source = x[n]
         base = g * group_size
         count = min(DIRECT_TILE, pixels - first)
@@ -509,20 +542,20 @@ def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, act
     pixel_offsets[p]] (+ residual[n, g * mg + m, p]), then Relu (activation 1) or a clip to
     [low, high] (2). x: (N, C * padded plane) flat per batch; weights: (G, blocks, taps, 16),
     channels past mg zero; bias: (G * blocks * 16,); residual: (N, M, P) or size 0; out: (N, M, P);
-    tiles: (workers, DIRECT_TILE * DIRECT_CHANNELS); counter: one int64. NaN passes the clip as in
+    tiles: (workers, DIRECT_TILE * DIRECT_CHANNELS); counter: work_counter's. NaN passes the clip as in
     numpy. `workers` threads share the tiles of output pixels (threads_for says how many may run).
 
     Each step sums 4 pixels x 16 channels over every tap: a tap costs one load of 16 weights,
     four broadcast inputs and four 16-wide multiply-adds, all in registers. Needs the SLP
     vectorizer (vectorized_loop compiles it so)."""
-    counter[0] = 0
+    reset_counters(counter, workers)
     if workers == 1:
         direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tiles[0],
-                     counter)
+                     counter, 0, 1)
     else:
         for worker in numba.prange(workers):
             direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high,
-                         tiles[worker], counter)
+                         tiles[worker], counter, worker, workers)
 
 
 def vector_lanes() -> int:
@@ -738,9 +771,10 @@ def grid_segments(sums, residual, out, plane_at, pixels, count, first, cells_w, 
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
-def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter):
-    """conv_grid's work on one thread: it claims chunks of GRID_CHUNK grid pixels (of one group of
-    one batch entry; counter: the next chunk, shared by the threads) until none is left. Output
+def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter, worker,
+                workers):
+    """conv_grid's work on worker `worker` of `workers`: chunks of GRID_CHUNK grid pixels (of one
+    group of one batch entry), its share first (next_item), until none is left. Output
     and residual planes are reached by offsets into the flat arrays: no view a step (numba counts
     each view's references). Where the output planes hold GRID_BLOCKS_OUTER_PIXELS or more, a
     chunk runs its steps for one block of channels after another, else every block for one step
@@ -756,10 +790,11 @@ def grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, ac
     blocks_outer = pixels >= GRID_BLOCKS_OUTER_PIXELS
     source, outputs, extras = x.reshape(-1), out.reshape(-1), residual.reshape(-1)
     sums = numba.carray(stack_array(GRID_BLOCK, x.dtype), GRID_BLOCK)
-    item = claim(counter)
-    while item < batch * groups * chunks:
+    items = batch * groups * chunks
+    item, turn = next_item(counter, worker, workers, items, 0)
+    while item < items:
         n, g, chunk = item // (groups * chunks), item // chunks % groups, item % chunks
-        item = claim(counter)
+        item, turn = next_item(counter, worker, workers, items, turn)
         for outer in range(blocks if blocks_outer else 1):
             for done in range(chunk * GRID_CHUNK, min((chunk + 1) * GRID_CHUNK, total), GRID_LANES):
                 first = min(done, total - GRID_LANES)  # the step's first grid pixel
@@ -793,7 +828,7 @@ def conv_grid(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, acti
     stride phases (phase_grid's), a 1x1 conv's plane as one row. x: (N, C * plane) flat per batch;
     weights: (G, blocks, taps, GRID_CHANNELS), channels past mg zero; bias: (G * blocks *
     GRID_CHANNELS,); residual: (N, M, P) or size 0; out: (N, M, P), sharing no memory with x or
-    residual; counter: one int64. NaN passes the clip as in numpy. `workers` threads share the
+    residual; counter: work_counter's. NaN passes the clip as in numpy. `workers` threads share the
     chunks of the grid.
 
     Each step sums GRID_CHANNELS channels x GRID_LANES consecutive grid pixels over every tap in
@@ -801,12 +836,13 @@ def conv_grid(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, acti
     out_w only pad its rows (a row of out_w pixels costs cells_w / out_w, 58 / 56 at ResNet's
     3x3 stride-1 56x56, where steps along each row cost 64 / 56). The last step moves back to end
     at the grid's last output pixel and stores a few pixels again, the same values."""
-    counter[0] = 0
+    reset_counters(counter, workers)
     if workers == 1:
-        grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter)
+        grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter, 0, 1)
     else:
-        for _ in numba.prange(workers):
-            grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter)
+        for worker in numba.prange(workers):
+            grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter,
+                        worker, workers)
 
 
 # depthwise_rows's register block: DEPTHWISE_ROWS output rows x DEPTHWISE_PIXELS pixels of one channel.
@@ -820,9 +856,9 @@ DEPTHWISE_ROWS_LOOP_WIDTH = DEPTHWISE_PIXELS
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation, low,
-                         high, phases, offsets, counter):
-    """depthwise_rows's work on one thread: it claims output planes (one channel of one batch entry;
-    counter: the next plane, shared by the threads) until none is left, each through its own
+                         high, phases, offsets, counter, worker, workers):
+    """depthwise_rows's work on worker `worker` of `workers`: output planes (one channel of one
+    batch entry), its share first (next_item), until none is left, each through its own
     phases buffer."""
     batch, channels_out, out_h, out_w = out.shape
     kernel_h, kernel_w = kernel[0], kernel[1]
@@ -833,10 +869,11 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
     three_by_three = (kernel_h == 3 and kernel_w == 3 and strides[0] == 1 and strides[1] == 1
                       and dilations[0] == 1 and dilations[1] == 1)
     sums = numba.carray(stack_array(DEPTHWISE_BLOCK, x.dtype), DEPTHWISE_BLOCK)
-    item = claim(counter)
-    while item < batch * channels_out:
+    items = batch * channels_out
+    item, turn = next_item(counter, worker, workers, items, 0)
+    while item < items:
         n, m = item // channels_out, item % channels_out
-        item = claim(counter)
+        item, turn = next_item(counter, worker, workers, items, turn)
         fill_phases(x[n, m // multiplier], phases, strides, pads, grid, cells_w)
         weights, target = w[m], out[n, m]
         extra = residual[n, m] if has_residual else target  # (views a plane, not a step: numba counts their references)
@@ -883,21 +920,21 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
     of one channel over every tap in registers and stores them with the bias, residual and
     activation, one pass over the output. A plane's last steps move back to end at its edges and
     store a few pixels again, the same values (out shares no memory with x or residual). phases:
-    (workers, phase_grid's size), zeroed once; offsets: a buffer of kh * kw; counter: one int64.
+    (workers, phase_grid's size), zeroed once; offsets: a buffer of kh * kw; counter: work_counter's.
     `workers` threads share the output planes. Needs the SLP vectorizer (vectorized_loop compiles
     it so)."""
     cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel[0], kernel[1]), strides, dilations, pads)
     for ky in range(kernel[0]):
         for kx in range(kernel[1]):
             offsets[ky * kernel[1] + kx] = tap_offset(ky, kx, strides, dilations, cells_h * cells_w, cells_w)
-    counter[0] = 0
+    reset_counters(counter, workers)
     if workers == 1:
         depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation,
-                             low, high, phases[0], offsets, counter)
+                             low, high, phases[0], offsets, counter, 0, 1)
     else:
         for worker in numba.prange(workers):
             depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier,
-                                 activation, low, high, phases[worker], offsets, counter)
+                                 activation, low, high, phases[worker], offsets, counter, worker, workers)
 
 
 # depthwise_channel_blocks: float32 depthwise convs take it but where depthwise_rows's steps of
@@ -1058,9 +1095,9 @@ BLOCK_PIXELS = 8
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded, padded_w,
-                          tap_offsets, places, planes, sums, counter):
-    """depthwise_channel_blocks's work on one thread: it claims blocks of GRID_LANES channels of
-    one batch entry (counter: the next, shared by the threads) until none is left, each through
+                          tap_offsets, places, planes, sums, counter, worker, workers):
+    """depthwise_channel_blocks's work on worker `worker` of `workers`: blocks of GRID_LANES
+    channels of one batch entry, its share first (next_item), until none is left, each through
     its own padded and sums buffers."""
     batch, channels_out, out_h, out_w = out.shape
     channels, plane = x.shape[1], x.shape[2] * x.shape[3]
@@ -1072,10 +1109,11 @@ def depthwise_block_items(x, weights, bias, residual, out, strides, activation, 
     flat_weights, flat_bias = weights.reshape(-1), bias.reshape(-1)
     no_residual = extras[:0]
     step = (BLOCK_PIXELS if out_w >= BLOCK_PIXELS else 4 if out_w >= 4 else 1)
-    item = claim(counter)
-    while item < batch * blocks:
+    items = batch * blocks
+    item, turn = next_item(counter, worker, workers, items, 0)
+    while item < items:
         n, block = item // blocks, item % blocks
-        item = claim(counter)
+        item, turn = next_item(counter, worker, workers, items, turn)
         first = block * lanes
         count = min(lanes, channels_out - first)
         # The block's input planes into the padded channels-last buffer, 16 pixels a transpose.
@@ -1122,16 +1160,16 @@ def depthwise_channel_blocks(x, weights, bias, residual, out, strides, activatio
     (ky * dilation_h * padded_w + kx * dilation_w) * GRID_LANES; places: (H * W + GRID_LANES,)
     input pixel (iy, ix)'s place there, ((iy + pad_top) * padded_w + ix + pad_left) *
     GRID_LANES; planes: (GRID_LANES,) c * out_h * out_w; padded: (workers, its size), zeroed
-    once (only the interior is written); sums: (workers, out_h * out_w * GRID_LANES); counter: one
-    int64. `workers` threads share the blocks."""
-    counter[0] = 0
+    once (only the interior is written); sums: (workers, out_h * out_w * GRID_LANES); counter:
+    work_counter's. `workers` threads share the blocks."""
+    reset_counters(counter, workers)
     if workers == 1:
         depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded[0], padded_w,
-                              tap_offsets, places, planes, sums[0], counter)
+                              tap_offsets, places, planes, sums[0], counter, 0, 1)
     else:
         for worker in numba.prange(workers):
             depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded[worker],
-                                  padded_w, tap_offsets, places, planes, sums[worker], counter)
+                                  padded_w, tap_offsets, places, planes, sums[worker], counter, worker, workers)
 
 
 @numba.njit(cache=True, inline="always")
@@ -1155,8 +1193,9 @@ def max_pool_line_size(out_w: int, kernel_w: int, stride_w: int, dilation_w: int
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def max_pool_planes(x, out, kernel, strides, dilations, pads, line, counter):
-    """max_pool_rows's work on one thread: it claims (N, C) planes until none is left."""
+def max_pool_planes(x, out, kernel, strides, dilations, pads, line, counter, worker, workers):
+    """max_pool_rows's work on worker `worker` of `workers`: (N, C) planes, its share first
+    (next_item), until none is left."""
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
     kernel_h, kernel_w = kernel[0], kernel[1]
@@ -1174,10 +1213,11 @@ def max_pool_planes(x, out, kernel, strides, dilations, pads, line, counter):
     padded = line
     even_at, odd_at = line.size - 2 * halves, line.size - halves
     source, target = x.reshape(-1), out.reshape(-1)
-    item = claim(counter)
-    while item < batch * channels:
+    items = batch * channels
+    item, turn = next_item(counter, worker, workers, items, 0)
+    while item < items:
         plane_at, out_at = item * height * width, item * out_h * out_w
-        item = claim(counter)
+        item, turn = next_item(counter, worker, workers, items, turn)
         for oy in range(out_h):
             # The window rows' maximum into the padded row, rows in the padding skipped.
             first = True
@@ -1231,13 +1271,13 @@ def max_pool_rows(x, out, kernel, strides, dilations, pads, lines, counter, work
     window's rows into a padded row, then over its columns, all contiguous passes (zoo resnet@224's
     3x3 / 2 pool, wgnn bench --per-op: 0.067 ms against 0.158 for the numpy passes on one thread,
     0.045 on two; the whole model x0.95 and x0.89). lines: (workers,
-    max_pool_line_size(...)); counter: one int64; `workers` threads share the planes."""
-    counter[0] = 0
+    max_pool_line_size(...)); counter: work_counter's; `workers` threads share the planes."""
+    reset_counters(counter, workers)
     if workers == 1:
-        max_pool_planes(x, out, kernel, strides, dilations, pads, lines[0], counter)
+        max_pool_planes(x, out, kernel, strides, dilations, pads, lines[0], counter, 0, 1)
     else:
         for worker in numba.prange(workers):
-            max_pool_planes(x, out, kernel, strides, dilations, pads, lines[worker], counter)
+            max_pool_planes(x, out, kernel, strides, dilations, pads, lines[worker], counter, worker, workers)
 
 
 _F32, _I64 = types.float32, types.int64

@@ -810,7 +810,7 @@ class _CompiledDepthwisePlan:
             self.kernel = np.array(kernel, np.int64)
             self.threads = compiled.loop_threads(ex, multiply_adds, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
             self.buffers = (thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
-                            work_counter())  # phases per thread, tap offsets, the next plane
+                            work_counter(self.threads))  # phases per thread, tap offsets, the shares of planes
         elif dtype == np.float32 and self.multiplier == 1 and loops.DEPTHWISE_CHANNEL_BLOCKS:
             self.style, self.loop = "blocks", loops.depthwise_channel_blocks
             self.threads = compiled.loop_threads(ex, multiply_adds, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
@@ -842,7 +842,7 @@ class _CompiledDepthwisePlan:
         self.tail = (tap_offsets, places, planes)
         self.padded_w = int(padded_w)
         self.buffers = (thread_rows(self.threads, padded_h * padded_w * lanes, np.float32),
-                        thread_rows(self.threads, out_h * out_w * lanes, np.float32), work_counter())
+                        thread_rows(self.threads, out_h * out_w * lanes, np.float32), work_counter(self.threads))
         self.packed_weights = self.packed_bias = None
         values = list(step.input_values or []) + [None] * 3
         if values[1] is not None:
@@ -967,7 +967,7 @@ class _CompiledDirectPlan:
                 self.phases = aligned_zeros((n, c, phase_count, cells_h, cells_w), np.float32)
                 self.fill_phases, self.phase_geometry = loops.fill_phase_planes, (geometry[0], geometry[2])
             self.layout = (tap_offsets.astype(np.intp), cells_w, grid_w)
-            self.buffers = (work_counter(),)  # the next chunk of the grid
+            self.buffers = (work_counter(self.threads),)  # the shares of chunks of the grid
         else:
             self.loop_name, self.block = "conv_direct", loops.DIRECT_CHANNELS
             padded_h, padded_w = height + top + bottom, width + left + right
@@ -978,8 +978,9 @@ class _CompiledDirectPlan:
             oy, ox = np.meshgrid(np.arange(out_h), np.arange(out_w), indexing="ij")
             pixel_offsets = (oy * stride_h * padded_w + ox * stride_w).ravel().astype(np.intp)
             self.layout = (tap_offsets.astype(np.intp), pixel_offsets)
-            # a tile per thread, the next tile
-            self.buffers = (thread_rows(self.threads, loops.DIRECT_TILE * self.block, np.float32), work_counter())
+            # a tile per thread, the shares of tiles
+            self.buffers = (thread_rows(self.threads, loops.DIRECT_TILE * self.block, np.float32),
+                            work_counter(self.threads))
         self.loop = loops.vectorized_loop(self.loop_name)
         self.activation, self.low, self.high, self.kind = _loop_activation(ex, np.dtype(np.float32))
         # The loop's arguments after out, but the workers: the same on every run.

@@ -51,10 +51,11 @@ def thread_rows(threads: int, size: int, dtype) -> np.ndarray:
     return aligned_zeros((threads, -(-size // line) * line), dtype)
 
 
-def work_counter() -> np.ndarray:
-    """The int64 the threads of a compiled loop claim their work from, alone on its cache line
-    (other data there would move between the cores with every claim)."""
-    return aligned_zeros(CACHE_LINE // 8, np.int64)[:1]
+def work_counter(threads: int) -> np.ndarray:
+    """The int64 counters the threads of a compiled loop claim their shares of work from, one a
+    thread, each alone on its cache line (compiled_loops.COUNTER_STRIDE apart: other data there
+    would move between the cores with every claim)."""
+    return aligned_zeros(max(threads, 1) * (CACHE_LINE // 8), np.int64)
 
 
 def numpy_kernel(op_type: str, *, writes_outputs: bool = False, prepare: Callable | None = None,

@@ -126,7 +126,7 @@ class _PoolPlan:
         threads = compiled.loop_threads(ex, comparisons, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
         lines = thread_rows(threads, loops.max_pool_line_size(out[1], kernel[1], strides[1], dilations[1]), dtype)
         geometry = tuple(np.array(v, np.int64) for v in (kernel, strides, dilations, begin))
-        self.compiled = (loops.max_pool_rows, (*geometry, lines, work_counter()), threads)
+        self.compiled = (loops.max_pool_rows, (*geometry, lines, work_counter(threads)), threads)
 
     def run_compiled(self, ex, x: np.ndarray, out: np.ndarray) -> None:
         loop, arguments, threads = self.compiled

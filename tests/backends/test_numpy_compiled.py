@@ -922,6 +922,31 @@ def test_attention_over_no_keys_gives_zeros_as_onnxruntime():
     assert got.shape == (1, 2, 3, 5) and not got.any()
 
 
+@numba_missing
+def test_work_shares_then_what_is_left_of_the_others():
+    """A threaded loop's worker claims its own contiguous share first, then what is left of the
+    next workers' shares, each item once across the workers; the counters sit a cache line apart."""
+    from wgnn.backends.numpy.kernel import CACHE_LINE, work_counter
+
+    loops = compiled.loops()
+    assert loops.COUNTER_STRIDE == CACHE_LINE // 8
+    counters = work_counter(3)
+    assert counters.shape == (3 * loops.COUNTER_STRIDE,) and counters.ctypes.data % CACHE_LINE == 0
+    claims, turn = [], 0
+    for _ in range(3):  # worker 1 alone claims 3 items of its share [4, 8) of 10
+        item, turn = loops.next_item(counters, 1, 3, 10, turn)
+        claims.append((item, turn))
+    item, _ = loops.next_item(counters, 2, 3, 10, 0)  # worker 2 takes its own share's first
+    claims.append((item, 0))
+    while item < 10:
+        item, turn = loops.next_item(counters, 1, 3, 10, turn)
+        claims.append((item, turn))
+    assert claims == [(4, 0), (5, 0), (6, 0), (8, 0), (7, 0), (9, 1), (0, 2), (1, 2), (2, 2), (3, 2), (10, 3)]
+    assert loops.next_item(counters, 0, 3, 10, 0) == (10, 3)
+    loops.reset_counters(counters, 3)
+    assert not counters.any()
+
+
 @pytest.mark.parametrize("shape, dtype", [(1, np.uint8), (37, np.float32), ((3, 5, 7), np.float64), ((2, 0), np.int64)])
 def test_aligned_arrays_start_on_a_cache_line(shape, dtype):
     """aligned_empty / aligned_zeros: C-contiguous, writeable, of the shape and dtype asked, their
@@ -979,7 +1004,7 @@ def test_numpy_tensors_and_loop_buffers_start_on_cache_lines(monkeypatch):
     for segment in session.session.segments:
         for _, ex in segment.steps:
             collect(ex.state)
-    counters = [a for a in arrays if a.dtype == np.int64 and a.shape == (1,)]
+    counters = [a for a in arrays if a.dtype == np.int64 and a.size % (CACHE_LINE // 8) == 0]
     assert len(arrays) > 40 and (counters or compiled._numba() is None)
     assert [a.shape for a in arrays if a.ctypes.data % CACHE_LINE] == []
 
