@@ -854,6 +854,98 @@ DEPTHWISE_BLOCK = DEPTHWISE_ROWS * DEPTHWISE_PIXELS
 DEPTHWISE_ROWS_LOOP_WIDTH = DEPTHWISE_PIXELS
 
 
+@intrinsic
+def stride_two_rows(typingctx, source, plane_at, height, plane_width, weights, w_at, start, first_row, first_column,
+                    pad_top, pad_left, residual, out, out_at, out_w, activation, low, high, rows, lanes):
+    """A 3x3, stride-2, undilated depthwise conv's `rows` output rows x `lanes` pixels (literals)
+    of one channel from output (first_row, first_column), summed in registers straight from the
+    input plane (height x plane_width at plane_at in the flat source; weights[w_at:w_at + 9]; start:
+    the bias): each input row the block reads is loaded once as two pairs of vectors from its
+    columns 2 * first_column - pad_left and 2 more, masked to the plane, whose even and odd lanes
+    (two-vector shuffles) are the three taps of its row; a row outside the plane adds nothing.
+    The sums plus the residual (its elements at out's indices, where it has any), Relu
+    (activation 1) or a clip to [low, high] (2), NaN kept, go to out[out_at + r * out_w + j]
+    (out_at: output (first_row, first_column)'s index). No stride phases: their fill moved every
+    input element once more (96 x 112 x 112 / 2: x0.4 of the time with them, /tmp/w/s2.py)."""
+    if not (isinstance(rows, types.IntegerLiteral) and isinstance(lanes, types.IntegerLiteral)):
+        return None
+    count, width = rows.literal_value, lanes.literal_value
+
+    def codegen(context, builder, signature, args):
+        source_data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        weights_data = context.make_array(signature.args[4])(context, builder, args[4]).data
+        residual = context.make_array(signature.args[11])(context, builder, args[11])
+        out_data = context.make_array(signature.args[12])(context, builder, args[12]).data
+        plane_at, height, plane_w, w_at, start = args[1], args[2], args[3], args[5], args[6]
+        first_row, first_column, pad_top, pad_left = args[7:11]
+        out_at, out_w, activation, low, high = args[13:18]
+        i64 = llvm_ir.IntType(64)
+        vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+        pointer, alignment = vector.as_pointer(), llvm_ir.IntType(32)(4)
+        zeros = llvm_ir.Constant(vector, [0.0] * width)
+        load, _ = _masked_access(builder, width)
+        fma = cgutils.get_or_insert_function(builder.module, llvm_ir.FunctionType(vector, [vector] * 3),
+                                             f"llvm.fma.v{width}f32")
+        picks = llvm_ir.VectorType(llvm_ir.IntType(32), width)
+        even = llvm_ir.Constant(picks, list(range(0, 2 * width, 2)))
+        odd = llvm_ir.Constant(picks, list(range(1, 2 * width, 2)))
+        taps = [_splat(builder, builder.load(builder.gep(weights_data, [builder.add(w_at, i64(t))])), width)
+                for t in range(9)]
+        sums = [cgutils.alloca_once_value(builder, _splat(builder, start, width)) for _ in range(count)]
+        # Columns 2 * first_column - pad_left + i of a loaded pair: lanes inside the plane only.
+        column = builder.sub(builder.mul(first_column, i64(2)), pad_left)
+
+        def lane_masks(shift):
+            first = builder.add(column, i64(shift))
+            low_lane = builder.sub(i64(0), first)
+            high_lane = builder.sub(plane_w, first)
+            return [_lane_mask(builder, width, builder.sub(low_lane, i64(half * width)),
+                               builder.sub(high_lane, i64(half * width))) for half in (0, 1)]
+
+        masks = {shift: lane_masks(shift) for shift in (0, 2)}
+        top = builder.sub(builder.mul(first_row, i64(2)), pad_top)
+        for t in range(2 * count + 1):  # input rows 2 * first_row - pad_top + t
+            row = builder.add(top, i64(t))
+            inside = builder.and_(builder.icmp_signed(">=", row, i64(0)), builder.icmp_signed("<", row, height))
+            with builder.if_then(inside):
+                row_at = builder.add(plane_at, builder.mul(row, plane_w))
+                pairs = {}
+                for shift in (0, 2):
+                    halves = []
+                    for half in (0, 1):
+                        at = builder.add(row_at, builder.add(column, i64(shift + half * width)))
+                        # not inbounds: lanes left of column 0 or past the plane load nothing
+                        address = builder.bitcast(builder.gep(source_data, [at], inbounds=False), pointer)
+                        halves.append(builder.call(load, [address, alignment, masks[shift][half], zeros]))
+                    pairs[shift] = halves
+                columns = (builder.shuffle_vector(*pairs[0], even), builder.shuffle_vector(*pairs[0], odd),
+                           builder.shuffle_vector(*pairs[2], even))  # taps kx = 0, 1, 2
+                for r in range(count):
+                    ky = t - 2 * r
+                    if 0 <= ky <= 2:
+                        value = builder.load(sums[r])
+                        for kx in range(3):
+                            value = builder.call(fma, [taps[3 * ky + kx], columns[kx], value])
+                        builder.store(value, sums[r])
+        has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
+        for r in range(count):
+            at = builder.add(out_at, builder.mul(i64(r), out_w))
+            value = builder.load(sums[r])
+            before = builder.block
+            with builder.if_then(has_residual):
+                extra = builder.load(builder.bitcast(builder.gep(residual.data, [at]), pointer), align=4)
+                summed, with_residual = builder.fadd(value, extra), builder.block
+            merged = builder.phi(vector)
+            merged.add_incoming(value, before)
+            merged.add_incoming(summed, with_residual)
+            value = _activated(builder, merged, activation, low, high, width)
+            builder.store(value, builder.bitcast(builder.gep(out_data, [at]), pointer), align=4)
+        return context.get_dummy_value()
+
+    return types.none(source, plane_at, height, plane_width, weights, w_at, start, first_row, first_column, pad_top,
+                      pad_left, residual, out, out_at, out_w, activation, low, high, rows, lanes), codegen
+
+
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
 def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation, low,
                          high, phases, offsets, counter, worker, workers):
@@ -868,12 +960,28 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
     has_bias, has_residual = bias.size > 0, residual.size > 0
     three_by_three = (kernel_h == 3 and kernel_w == 3 and strides[0] == 1 and strides[1] == 1
                       and dilations[0] == 1 and dilations[1] == 1)
+    stride_two = (kernel_h == 3 and kernel_w == 3 and strides[0] == 2 and strides[1] == 2
+                  and dilations[0] == 1 and dilations[1] == 1)
+    height, width = x.shape[2], x.shape[3]
+    source, flat_weights, outputs, extras = x.reshape(-1), w.reshape(-1), out.reshape(-1), residual.reshape(-1)
     sums = numba.carray(stack_array(DEPTHWISE_BLOCK, x.dtype), DEPTHWISE_BLOCK)
     items = batch * channels_out
     item, turn = next_item(counter, worker, workers, items, 0)
     while item < items:
         n, m = item // channels_out, item % channels_out
         item, turn = next_item(counter, worker, workers, items, turn)
+        if stride_two:  # straight from the plane, no stride phases
+            plane_at = (n * x.shape[1] + m // multiplier) * height * width
+            out_at = (n * channels_out + m) * out_h * out_w
+            start = np.float32(bias[m]) if has_bias else np.float32(0)
+            for rows_done in range(0, out_h, DEPTHWISE_ROWS):
+                oy = min(rows_done, out_h - DEPTHWISE_ROWS)
+                for done in range(0, out_w, DEPTHWISE_PIXELS):
+                    ox = min(done, out_w - DEPTHWISE_PIXELS)
+                    stride_two_rows(source, plane_at, height, width, flat_weights, m * taps, start, oy, ox, pads[0],
+                                    pads[1], extras, outputs, out_at + oy * out_w + ox, out_w, activation, low, high,
+                                    DEPTHWISE_ROWS, DEPTHWISE_PIXELS)
+            continue
         fill_phases(x[n, m // multiplier], phases, strides, pads, grid, cells_w)
         weights, target = w[m], out[n, m]
         extra = residual[n, m] if has_residual else target  # (views a plane, not a step: numba counts their references)
@@ -938,12 +1046,14 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
 
 
 # depthwise_channel_blocks: float32 depthwise convs take it but where depthwise_rows's steps of
-# DEPTHWISE_PIXELS fill most of an output row: rows of at least DEPTHWISE_ROWS_LOOP_WIDTH pixels
-# at stride 1, DEPTHWISE_ROWS_STRIDED_WIDTH at larger strides (depthwise_rows reads stride phases,
-# filled each run), whose steps cover at most DEPTHWISE_ROWS_COVER times the row. One thread,
+# DEPTHWISE_PIXELS fill most of an output row: rows of at least DEPTHWISE_ROWS_LOOP_WIDTH pixels,
+# DEPTHWISE_ROWS_STRIDED_WIDTH where depthwise_rows reads stride phases (strided convs but 3x3 /
+# 2, filled each run), whose steps cover at most DEPTHWISE_ROWS_COVER times the row. One thread,
 # /tmp/w/dwbig.py, channel blocks / rows: 192 x 28 x 28 x1.36, 144 x 56 x 56 x1.61, 384 x 16 x 16
-# x1.11, 32 x 16 x 16 x1.00, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; stride 2: 96 x 32 x 32 x0.49,
-# 144 x 56 x 56 x1.02, 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44. Read by the plans only.
+# x1.11, 32 x 16 x 16 x1.00, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; 3x3 / 2 (stride_two_rows):
+# 96 x 32 x 32 x2.56, 144 x 56 x 56 x1.60, 96 x 112 x 112 x1.52, 64 x 36 x 36 x0.93; through
+# phases (before stride_two_rows): 96 x 32 x 32 x0.49, 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44.
+# Read by the plans only.
 DEPTHWISE_ROWS_STRIDED_WIDTH = 28
 # Whether float32 depthwise convs of channel multiplier 1 take depthwise_channel_blocks (tests
 # turn it off to reach the other loops with them).

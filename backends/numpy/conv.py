@@ -775,9 +775,10 @@ class _CompiledDepthwisePlan:
     (backends/numpy/compiled.py): the bias, the residual and a Relu or Clip inside it, another
     activation after it. float32 convs of one output channel per input channel take
     depthwise_channel_blocks (channels-last blocks: zoo mobilenetv2's at 32x32 x0.3-0.5 of
-    depthwise_channels_inner's time, its 14x14 ones x0.3-0.4 of depthwise_phases's), but where
-    depthwise_rows's steps of 4 rows x 16 pixels fill the output rows (DEPTHWISE_ROWS_COVER);
-    other small planes depthwise_channels_inner, the rest depthwise_phases."""
+    depthwise_channels_inner's time, 384 x 14 x 14 x0.3 of depthwise_phases's), but where
+    depthwise_rows's steps of 4 rows x 16 pixels fill the output rows (DEPTHWISE_ROWS_COVER; 3x3
+    / 2 convs it sums straight from the input plane, others through stride phases); other small
+    planes depthwise_channels_inner, the rest depthwise_phases."""
 
     shared, nbytes = False, 0
 
@@ -798,8 +799,10 @@ class _CompiledDepthwisePlan:
         kernel = _as_2d(step.input_specs[1].shape[2:], 1)
         channels_out, out_h, out_w = out_shape[1:]
         multiply_adds = math.prod(out_shape) * math.prod(kernel)
-        strided = bool(np.any(self.strides > 1))
-        rows_width = loops.DEPTHWISE_ROWS_STRIDED_WIDTH if strided else loops.DEPTHWISE_ROWS_LOOP_WIDTH
+        # depthwise_rows reads strided planes through stride phases, but 3x3 / 2 ones straight
+        strided_by_phases = bool(np.any(self.strides > 1)) and not (
+            tuple(kernel) == (3, 3) and tuple(self.strides) == (2, 2) and tuple(self.dilations) == (1, 1))
+        rows_width = loops.DEPTHWISE_ROWS_STRIDED_WIDTH if strided_by_phases else loops.DEPTHWISE_ROWS_LOOP_WIDTH
         rows_fill = (out_h >= loops.DEPTHWISE_ROWS and out_w >= max(rows_width, loops.DEPTHWISE_PIXELS)
                      and -(-out_w // loops.DEPTHWISE_PIXELS) * loops.DEPTHWISE_PIXELS
                      <= loops.DEPTHWISE_ROWS_COVER * out_w)

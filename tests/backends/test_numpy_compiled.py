@@ -91,6 +91,7 @@ CASES = [  # x shape, w shape, Conv attributes
     ((1, 6, 13, 40), (12, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),  # stride 2, multiplier 2
     ((1, 3, 11, 36), (3, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # stride 2, odd left pad and width
     ((1, 4, 10, 35), (4, 1, 5, 3), {"dilations": [2, 1], "pads": [4, 1, 4, 1]}),  # 5x3, dilated rows
+    ((1, 5, 17, 41), (5, 1, 3, 3), {"strides": [2, 2], "pads": [0, 1, 1, 1]}),  # stride 2: odd sizes, no top pad
     ((2, 20, 14, 14), (20, 1, 3, 3), {"pads": [1, 1, 1, 1]}),  # channel blocks of 16 and 4, planes of 196
     ((1, 17, 9, 9), (17, 1, 3, 3), {"strides": [2, 2], "pads": [0, 0, 0, 0]}),  # 25 pixels: a block's last transpose
 ]
@@ -138,14 +139,16 @@ def test_compiled_depthwise_against_onnxruntime_and_the_numpy_plan(x_shape, w_sh
     ((1, 16, 20, 40), (16, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_rows"),  # 48 for 40: under 1.25x
     ((1, 16, 20, 36), (16, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_channel_blocks"),  # 48 for 36
     ((1, 16, 40, 40), (16, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "depthwise_channel_blocks"),
-    ((1, 16, 64, 64), (16, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "depthwise_rows"),  # rows of 32
+    ((1, 16, 32, 32), (16, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "depthwise_rows"),  # 3x3 / 2: 16
+    ((1, 16, 48, 48), (16, 1, 5, 5), {"strides": [2, 2], "pads": [2, 2, 2, 2]}, "depthwise_channel_blocks"),
+    ((1, 16, 64, 64), (16, 1, 5, 5), {"strides": [2, 2], "pads": [2, 2, 2, 2]}, "depthwise_rows"),  # phases, rows of 32
     ((1, 6, 8, 8), (12, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_channels_inner"),  # multiplier 2
     ((1, 6, 20, 20), (12, 1, 3, 3), {"pads": [1, 1, 1, 1]}, "depthwise_phases"),
 ])
 def test_depthwise_loop_by_plane(x_shape, w_shape, attrs, loop, monkeypatch):
     """float32 depthwise convs of channel multiplier 1 take channel blocks but where depthwise_rows's
-    steps of 16 fill the output rows: rows of 16+ pixels at stride 1, 28+ at stride 2, covered by
-    at most 1.25x their width."""
+    steps of 16 fill the output rows: rows of 16+ pixels at stride 1 and 3x3 / 2, 28+ where it
+    reads stride phases (a 5x5 / 2), covered by at most 1.25x their width."""
     model = depthwise_model(x_shape, w_shape, attrs, activation="Relu")
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
     got, variants = run_numpy(model, feeds, monkeypatch, compiled_loop=True)
