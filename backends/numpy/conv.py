@@ -968,7 +968,7 @@ class _CompiledDirectPlan:
             tap_offsets = channel.ravel() * phase_count * grid + np.array(taps)
             if not plane_is_row and (phase_count, cells_h, cells_w) != (1, height, width):
                 self.phases = aligned_zeros((n, c, phase_count, cells_h, cells_w), np.float32)
-                self.fill_phases, self.phase_geometry = loops.fill_phase_planes, (geometry[0], geometry[2])
+                self.fill_phases, self.phase_geometry = loops.fill_phase_bands, (geometry[0], geometry[2])
             self.layout = (tap_offsets.astype(np.intp), cells_w, grid_w)
             self.buffers = (work_counter(self.threads),)  # the shares of chunks of the grid
         else:
@@ -1041,7 +1041,7 @@ class _CompiledDirectPlan:
         workers = compiled.run_workers(self.threads, ex.backend)
         source = self.source
         if self.phases is not None:
-            self.fill_phases(np.ascontiguousarray(x).reshape(self.x_shape), self.phases, *self.phase_geometry)
+            self.fill_phases(np.ascontiguousarray(x).reshape(self.x_shape), self.phases, *self.phase_geometry, workers)
         elif self.padded is not None:
             np.copyto(self.interior, x.reshape(self.interior.shape))
         else:
