@@ -450,6 +450,8 @@ THREADED_CASES = [(x, w, g, a, {"activation": "Clip", "group": g}) for x, w, g, 
     ((2, 3, 6, 32), (3, 1, 3, 3), 3, {"pads": [1, 1, 1, 1]}, {"residual": [2, 3, 6, 32]}),  # depthwise_rows
     ((1, 6, 13, 64), (12, 1, 3, 3), 6, {"strides": [2, 2], "pads": [1, 0, 0, 1]}, {"activation": "Relu"}),
     ((2, 20, 6, 21), (20, 1, 3, 3), 20, {"pads": [1, 1, 1, 1]}, {"residual": [2, 20, 6, 21]}),  # channel blocks
+    ((2, 4, 30, 64), (4, 1, 5, 5), 4, {"strides": [2, 2], "pads": [2, 2, 2, 2]}, {}),  # depthwise_rows, phases
+    ((1, 5, 23, 70), (5, 1, 3, 3), 5, {"dilations": [2, 2], "pads": [2, 2, 2, 2]}, {"activation": "Clip"}),
 ]
 
 
