@@ -633,6 +633,49 @@ def _lane_mask(builder, width: int, low, high):
                         builder.icmp_signed("<", lanes, _splat(builder, high, width)))
 
 
+def _prefix_mask(builder, width: int, count):
+    """The <width x i1> mask of lanes j < count (an i64 from 0 to width): an integer's low bits."""
+    i64 = llvm_ir.IntType(64)
+    bits = builder.sub(builder.shl(i64(1), count), i64(1))
+    return builder.bitcast(builder.trunc(bits, llvm_ir.IntType(width)), llvm_ir.VectorType(llvm_ir.IntType(1), width))
+
+
+def _masked_access(builder, width: int):
+    """LLVM's masked load and store of <width x float> (AVX-512 and AVX2 masked moves)."""
+    vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+    pointer, mask = vector.as_pointer(), llvm_ir.VectorType(llvm_ir.IntType(1), width)
+    alignment = llvm_ir.IntType(32)
+    load = cgutils.get_or_insert_function(
+        builder.module, llvm_ir.FunctionType(vector, [pointer, alignment, mask, vector]),
+        f"llvm.masked.load.v{width}f32.p0v{width}f32")
+    store = cgutils.get_or_insert_function(
+        builder.module, llvm_ir.FunctionType(llvm_ir.VoidType(), [vector, pointer, alignment, mask]),
+        f"llvm.masked.store.v{width}f32.p0v{width}f32")
+    return load, store
+
+
+def _plus_residual(builder, value, residual, at, width: int, mask=None):
+    """value + residual[at:at + width] (masked to `mask` where given) where the residual array has
+    elements, else value: a phi of both, one branch."""
+    i64 = llvm_ir.IntType(64)
+    vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
+    has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
+    before = builder.block
+    with builder.if_then(has_residual):
+        # not inbounds: a masked load's lanes outside the array load nothing
+        address = builder.bitcast(builder.gep(residual.data, [at], inbounds=mask is None), vector.as_pointer())
+        if mask is None:
+            extra = builder.load(address, align=4)
+        else:
+            load, _ = _masked_access(builder, width)
+            extra = builder.call(load, [address, llvm_ir.IntType(32)(4), mask, llvm_ir.Constant(vector, [0.0] * width)])
+        summed, with_residual = builder.fadd(value, extra), builder.block
+    merged = builder.phi(vector)
+    merged.add_incoming(value, before)
+    merged.add_incoming(summed, with_residual)
+    return merged
+
+
 def _activated(builder, value, activation, low, high, width: int):
     """A float vector after Relu (activation 1: x < 0 ? 0 : x) or a clip to [low, high] (2), by
     comparisons that keep NaN (numpy's); other activations leave it."""
@@ -716,20 +759,12 @@ def tap_outputs(typingctx, source, at, tap_offsets, weights, w_at, bias, bias_at
         out_at, pixels, count, activation, low, high = args[9:15]
         i64 = llvm_ir.IntType(64)
         vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
-        has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
         values = _tap_accumulators(context, builder, signature, args, total, width)
         for i, value in enumerate(values):
             with builder.if_then(builder.icmp_signed("<", i64(i), count), likely=True):
                 at = builder.add(out_at, builder.mul(i64(i), pixels))
-                before = builder.block
-                with builder.if_then(has_residual):
-                    extra = builder.load(builder.bitcast(builder.gep(residual.data, [at]), vector.as_pointer()),
-                                         align=4)
-                    summed, with_residual = builder.fadd(value, extra), builder.block
-                merged = builder.phi(vector)
-                merged.add_incoming(value, before)
-                merged.add_incoming(summed, with_residual)
-                value = _activated(builder, merged, activation, low, high, width)
+                value = _activated(builder, _plus_residual(builder, value, residual, at, width), activation, low,
+                                   high, width)
                 builder.store(value, builder.bitcast(builder.gep(out_data, [at]), vector.as_pointer()), align=4)
         return context.get_dummy_value()
 
@@ -758,16 +793,11 @@ def move_lanes(typingctx, sums, sums_at, array, base, low, high, lanes, add):
         array_at = builder.bitcast(builder.gep(array_data, [args[3]], inbounds=False), pointer)
         values = builder.load(values_at, align=4)
         alignment = llvm_ir.IntType(32)(4)
+        load, store = _masked_access(builder, width)
         if adding:
-            load = cgutils.get_or_insert_function(
-                builder.module, llvm_ir.FunctionType(vector, [pointer, alignment.type, mask.type, vector]),
-                f"llvm.masked.load.v{width}f32.p0v{width}f32")
             extra = builder.call(load, [array_at, alignment, mask, llvm_ir.Constant(vector, [0.0] * width)])
             builder.store(builder.fadd(values, extra), values_at, align=4)
         else:
-            store = cgutils.get_or_insert_function(
-                builder.module, llvm_ir.FunctionType(llvm_ir.VoidType(), [vector, pointer, alignment.type, mask.type]),
-                f"llvm.masked.store.v{width}f32.p0v{width}f32")
             builder.call(store, [values, array_at, alignment, mask])
         return context.get_dummy_value()
 
@@ -953,18 +983,10 @@ def stride_two_rows(typingctx, source, plane_at, height, plane_width, weights, w
                         for kx in range(3):
                             value = builder.call(fma, [taps[3 * ky + kx], columns[kx], value])
                         builder.store(value, sums[r])
-        has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
         for r in range(count):
             at = builder.add(out_at, builder.mul(i64(r), out_w))
-            value = builder.load(sums[r])
-            before = builder.block
-            with builder.if_then(has_residual):
-                extra = builder.load(builder.bitcast(builder.gep(residual.data, [at]), pointer), align=4)
-                summed, with_residual = builder.fadd(value, extra), builder.block
-            merged = builder.phi(vector)
-            merged.add_incoming(value, before)
-            merged.add_incoming(summed, with_residual)
-            value = _activated(builder, merged, activation, low, high, width)
+            value = _plus_residual(builder, builder.load(sums[r]), residual, at, width)
+            value = _activated(builder, value, activation, low, high, width)
             builder.store(value, builder.bitcast(builder.gep(out_data, [at]), pointer), align=4)
         return context.get_dummy_value()
 
@@ -1087,27 +1109,6 @@ DEPTHWISE_CHANNEL_BLOCKS = True
 DEPTHWISE_ROWS_COVER = 1.25
 
 
-def _prefix_mask(builder, width: int, count):
-    """The <width x i1> mask of lanes j < count (an i64 from 0 to width): an integer's low bits."""
-    i64 = llvm_ir.IntType(64)
-    bits = builder.sub(builder.shl(i64(1), count), i64(1))
-    return builder.bitcast(builder.trunc(bits, llvm_ir.IntType(width)), llvm_ir.VectorType(llvm_ir.IntType(1), width))
-
-
-def _masked_access(builder, width: int):
-    """LLVM's masked load and store of <width x float> (AVX-512 and AVX2 masked moves)."""
-    vector = llvm_ir.VectorType(llvm_ir.FloatType(), width)
-    pointer, mask = vector.as_pointer(), llvm_ir.VectorType(llvm_ir.IntType(1), width)
-    alignment = llvm_ir.IntType(32)
-    load = cgutils.get_or_insert_function(
-        builder.module, llvm_ir.FunctionType(vector, [pointer, alignment, mask, vector]),
-        f"llvm.masked.load.v{width}f32.p0v{width}f32")
-    store = cgutils.get_or_insert_function(
-        builder.module, llvm_ir.FunctionType(llvm_ir.VoidType(), [vector, pointer, alignment, mask]),
-        f"llvm.masked.store.v{width}f32.p0v{width}f32")
-    return load, store
-
-
 def _transposed(builder, rows: list, width: int) -> list:
     """The columns of a width x width block given as its row vectors (width a power of two): stage
     b swaps bit b of each element's row and lane, two-vector shuffles of row pairs i, i + b;
@@ -1159,20 +1160,12 @@ def transpose_lanes(typingctx, source, source_at, source_stride, load_rows, load
             at = builder.gep(source_data, [builder.add(source_at, builder.mul(i64(i), source_stride))], inbounds=False)
             mask = _prefix_mask(builder, width, count)
             rows.append(builder.call(load, [builder.bitcast(at, pointer), alignment, mask, zeros]))
-        has_residual = builder.icmp_signed(">", builder.extract_value(residual.shape, 0), i64(0))
         for j, value in enumerate(_transposed(builder, rows, width)):
             count = builder.select(builder.icmp_signed("<", i64(j), store_vectors), store_lanes, i64(0))
             mask = _prefix_mask(builder, width, count)
             at = builder.add(target_at, builder.load(builder.gep(places_data, [builder.add(places_at, i64(j))])))
-            before = builder.block
-            with builder.if_then(has_residual):
-                extra = builder.call(load, [builder.bitcast(builder.gep(residual.data, [at], inbounds=False), pointer),
-                                            alignment, mask, zeros])
-                summed, with_residual = builder.fadd(value, extra), builder.block
-            merged = builder.phi(vector)
-            merged.add_incoming(value, before)
-            merged.add_incoming(summed, with_residual)
-            value = _activated(builder, merged, activation, low, high, width)
+            value = _plus_residual(builder, value, residual, at, width, mask)
+            value = _activated(builder, value, activation, low, high, width)
             builder.call(store, [value, builder.bitcast(builder.gep(target_data, [at], inbounds=False), pointer),
                                  alignment, mask])
         return context.get_dummy_value()
