@@ -427,6 +427,28 @@ def test_compiled_direct_conv_residual_nan_and_weights_given_at_run(width, loop,
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@numba_missing
+@pytest.mark.parametrize("loop, width", [("depthwise_channel_blocks", 7), ("depthwise_rows", 32),
+                                         ("depthwise_channels_inner", 7), ("depthwise_phases", 32)])
+def test_compiled_depthwise_weights_given_at_run(loop, width, monkeypatch):
+    """Depthwise weights and bias given as graph inputs reach every loop on every run (new values
+    each time; channel blocks pack them per run), with a residual and a Clip inside the step."""
+    x_shape, w_shape = (2, 20, 6, width), (20, 1, 3, 3)
+    choose_depthwise_loop(loop, monkeypatch)
+    model = depthwise_model(x_shape, w_shape, {"pads": [1, 1, 1, 1]}, activation="Clip", residual=list(x_shape),
+                            weights_as_inputs=True)
+    reference = ort.InferenceSession(model.SerializeToString())
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    session = wgnn.InferenceSession(model.SerializeToString(), providers=["numpy"])
+    [(conv, ex)] = [pair for segment in session.session.segments for pair in segment.steps]
+    assert conv.inputs[3] == "r" and ex.variant() == f"depthwise, compiled loop ({loop})"
+    for _ in range(2):
+        feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+                 "r": rng.standard_normal(x_shape).astype(np.float32),
+                 "w": rng.standard_normal(w_shape).astype(np.float32), "b": rng.standard_normal(20).astype(np.float32)}
+        np.testing.assert_allclose(session.run(None, feeds)[0], reference.run(None, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
 def threaded_threads(monkeypatch) -> int:
     """Makes every register-blocked conv loop prepared from here on share its work among two
     threads (where numba's threading layer starts them fast enough); the threads they will use."""
