@@ -174,8 +174,9 @@ def fill_phases(plane, phases, strides, pads, grid, cells_w):
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def fill_phase_rows(x, phases, strides, pads, first_cell_row, end_cell_row):
     """fill_plane for the rows of every plane of x (N, C, H, W) that land in phase cell rows
-    first_cell_row to end_cell_row of phases (N, C, stride_h * stride_w, cells_h, cells_w). By
-    offsets into the flat arrays, no view a plane (144 planes of 8 x 8: 10.5 -> 4.6 us)."""
+    first_cell_row to end_cell_row of phases (N, C, stride_h * stride_w, cells_h, cells_w): one
+    band of fill_phase_bands. By offsets into the flat arrays, no view a plane (144 planes of 8 x
+    8: 10.5 -> 4.6 us)."""
     height, width = x.shape[2], x.shape[3]
     cells = phases.shape[2] * phases.shape[3] * phases.shape[4]
     grid = phases.shape[3] * phases.shape[4]
@@ -189,19 +190,14 @@ def fill_phase_rows(x, phases, strides, pads, first_cell_row, end_cell_row):
                    (pads[0] + top, pads[1]), grid, phases.shape[4])
 
 
-@numba.njit(cache=True, nogil=True, boundscheck=False)
-def fill_phase_planes(x, phases, strides, pads):
-    """fill_plane for every plane of x (N, C, H, W) into phases (N, C, stride_h * stride_w,
-    cells_h, cells_w): conv_grid's input at strides past 1, and its padded plane at stride 1."""
-    fill_phase_rows(x, phases, strides, pads, 0, phases.shape[3])
-
-
 @numba.njit(cache=True, nogil=True, boundscheck=False, parallel=True)
 def fill_phase_bands(x, phases, strides, pads, workers):
-    """fill_phase_planes on `workers` threads, each the rows of one band of the phases' cell rows:
-    about the rows its share of conv_grid's chunks reads next (next_item), so that they are in
-    its core's cache (a stem's phases filled by the calling thread took the loop on two threads
-    from 90 to 199 us, /tmp/w/stem.py)."""
+    """fill_plane for every plane of x (N, C, H, W) into phases (N, C, stride_h * stride_w,
+    cells_h, cells_w), conv_grid's input at strides past 1 and its padded plane at stride 1, on
+    `workers` threads, each the rows of one band of the phases' cell rows: about the rows its
+    share of conv_grid's chunks reads next (next_item), so that they are in its core's cache (a
+    stem's phases filled by the calling thread took the loop on two threads from 90 to 199 us,
+    /tmp/w/stem.py)."""
     cells_h = phases.shape[3]
     if workers == 1:
         fill_phase_rows(x, phases, strides, pads, 0, cells_h)

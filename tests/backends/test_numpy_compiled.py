@@ -161,12 +161,12 @@ def test_depthwise_loop_by_plane(x_shape, w_shape, attrs, loop, monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strides, pads", [((2, 2), (1, 1)), ((2, 2), (0, 2)), ((2, 2), (3, 0)), ((1, 1), (1, 2)),
                                            ((3, 2), (2, 1)), ((1, 3), (0, 1))])
-@pytest.mark.parametrize("workers", [None, 1, 2, 3])
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_stride_phases_hold_the_padded_plane(strides, pads, dtype, workers):
-    """fill_phase_planes lays each plane's zero-padded copy out as its stride phases: phase (a, b)
-    holds the padded elements (a + stride_h * i, b + stride_w * j); so does fill_phase_bands, each
-    of its workers the rows of a band of cell rows. Row widths below, at and past a vector step of
-    pairs (split_pairs, its last step moved back), odd and even left pads."""
+    """fill_phase_bands lays each plane's zero-padded copy out as its stride phases: phase (a, b)
+    holds the padded elements (a + stride_h * i, b + stride_w * j), each of its workers the rows of
+    a band of cell rows. Row widths below, at and past a vector step of pairs (split_pairs, its last
+    step moved back), odd and even left pads."""
     loops = compiled.loops()
     for width in (1, 5, 2 * loops.GRID_LANES - 1, 2 * loops.GRID_LANES + 1, 2 * loops.GRID_LANES + 2, 77):
         x = rng.standard_normal((2, 3, 7, width)).astype(dtype)
@@ -180,10 +180,7 @@ def test_stride_phases_hold_the_padded_plane(strides, pads, dtype, workers):
         for a in range(strides[0]):  # the padding of the buffer, zeroed once by the plan
             for b in range(strides[1]):
                 phases[:, :, a * strides[1] + b][padded[:, :, a::strides[0], b::strides[1]] == 0] = 0
-        if workers is None:
-            loops.fill_phase_planes(x, phases, np.array(strides), np.array(pads))
-        else:
-            loops.fill_phase_bands(x, phases, np.array(strides), np.array(pads), workers)
+        loops.fill_phase_bands(x, phases, np.array(strides), np.array(pads), workers)
         for a in range(strides[0]):
             for b in range(strides[1]):
                 np.testing.assert_array_equal(phases[:, :, a * strides[1] + b],
