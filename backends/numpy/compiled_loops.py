@@ -906,22 +906,26 @@ DEPTHWISE_ROWS_LOOP_WIDTH = DEPTHWISE_PIXELS
 
 
 @intrinsic
-def stride_two_rows(typingctx, source, plane_at, height, plane_width, weights, w_at, start, first_row, first_column,
-                    pad_top, pad_left, residual, out, out_at, out_w, activation, low, high, rows, lanes):
-    """A 3x3, stride-2, undilated depthwise conv's `rows` output rows x `lanes` pixels (literals)
-    of one channel from output (first_row, first_column), summed in registers straight from the
-    input plane (height x plane_width at plane_at in the flat source; weights[w_at:w_at + 9]; start:
-    the bias): each input row the block reads is loaded once as two pairs of vectors from its
-    columns 2 * first_column - pad_left and 2 more, masked to the plane, whose even and odd lanes
-    (two-vector shuffles) are the three taps of its row; a row outside the plane adds nothing.
-    The sums plus the residual (its elements at out's indices, where it has any), Relu
+def plane_rows(typingctx, source, plane_at, height, plane_width, weights, w_at, start, first_row, first_column,
+               pad_top, pad_left, residual, out, out_at, out_w, activation, low, high, stride, rows, lanes):
+    """A 3x3, undilated depthwise conv's `rows` output rows x `lanes` pixels (literals) of one
+    channel at stride 1 or 2 (a literal) from output (first_row, first_column), summed in
+    registers straight from the input plane (height x plane_width at plane_at in the flat source;
+    weights[w_at:w_at + 9]; start: the bias). Each input row the block reads is loaded once, masked
+    to the plane: at stride 1 three vectors from its columns first_column - pad_left + kx, one a
+    tap; at stride 2 two pairs of vectors from columns 2 * first_column - pad_left and 2 more, whose
+    even and odd lanes (two-vector shuffles) are the three taps. A row outside the plane adds
+    nothing. The sums plus the residual (its elements at out's indices, where it has any), Relu
     (activation 1) or a clip to [low, high] (2), NaN kept, go to out[out_at + r * out_w + j]
-    (out_at: output (first_row, first_column)'s index). No stride phases: their fill moved every
-    input element once more (one thread, /tmp/w/dwbig.py, against depthwise_rows through phases:
-    96 x 112 x 112 / 2 x0.64, 144 x 56 x 56 / 2 x0.57, 96 x 32 x 32 / 2 x0.19)."""
-    if not (isinstance(rows, types.IntegerLiteral) and isinstance(lanes, types.IntegerLiteral)):
+    (out_at: output (first_row, first_column)'s index). No padded plane or stride phases: their
+    fill moved every input element once more (one thread, /tmp/w/dwbig.py, against
+    depthwise_rows through phases: 96 x 112 x 112 / 2 x0.64, 144 x 56 x 56 / 2 x0.57, 96 x 32 x 32 /
+    2 x0.19; stride 1 against its padded plane, /tmp/w/dwrows1.py: 144 x 56 x 56 x0.88, 192 x 28
+    x 28 x0.76, 32 x 112 x 112 x0.87, on two threads x0.72-0.90)."""
+    literals = all(isinstance(v, types.IntegerLiteral) for v in (stride, rows, lanes))
+    if not literals or stride.literal_value not in (1, 2):
         return None
-    count, width = rows.literal_value, lanes.literal_value
+    step, count, width = stride.literal_value, rows.literal_value, lanes.literal_value
 
     def codegen(context, builder, signature, args):
         source_data = context.make_array(signature.args[0])(context, builder, args[0]).data
@@ -944,36 +948,36 @@ def stride_two_rows(typingctx, source, plane_at, height, plane_width, weights, w
         taps = [_splat(builder, builder.load(builder.gep(weights_data, [builder.add(w_at, i64(t))])), width)
                 for t in range(9)]
         sums = [cgutils.alloca_once_value(builder, _splat(builder, start, width)) for _ in range(count)]
-        # Columns 2 * first_column - pad_left + i of a loaded pair: lanes inside the plane only.
-        column = builder.sub(builder.mul(first_column, i64(2)), pad_left)
+        # The first column a row's loads start at; lanes inside the plane only.
+        column = builder.sub(builder.mul(first_column, i64(step)), pad_left)
 
-        def lane_masks(shift):
+        def lane_mask(shift):
             first = builder.add(column, i64(shift))
-            low_lane = builder.sub(i64(0), first)
-            high_lane = builder.sub(plane_w, first)
-            return [_lane_mask(builder, width, builder.sub(low_lane, i64(half * width)),
-                               builder.sub(high_lane, i64(half * width))) for half in (0, 1)]
+            return _lane_mask(builder, width, builder.sub(i64(0), first), builder.sub(plane_w, first))
 
-        masks = {shift: lane_masks(shift) for shift in (0, 2)}
-        top = builder.sub(builder.mul(first_row, i64(2)), pad_top)
-        for t in range(2 * count + 1):  # input rows 2 * first_row - pad_top + t
+        # (shift from column, mask) of each vector a row loads: the taps at stride 1, the pairs' halves at 2
+        loads = [(kx, lane_mask(kx)) for kx in range(3)] if step == 1 else \
+            [(shift + half * width, lane_mask(shift + half * width)) for shift in (0, 2) for half in (0, 1)]
+        top = builder.sub(builder.mul(first_row, i64(step)), pad_top)
+        for t in range(step * (count - 1) + 3):  # input rows step * first_row - pad_top + t
             row = builder.add(top, i64(t))
             inside = builder.and_(builder.icmp_signed(">=", row, i64(0)), builder.icmp_signed("<", row, height))
             with builder.if_then(inside):
                 row_at = builder.add(plane_at, builder.mul(row, plane_w))
-                pairs = {}
-                for shift in (0, 2):
-                    halves = []
-                    for half in (0, 1):
-                        at = builder.add(row_at, builder.add(column, i64(shift + half * width)))
-                        # not inbounds: lanes left of column 0 or past the plane load nothing
-                        address = builder.bitcast(builder.gep(source_data, [at], inbounds=False), pointer)
-                        halves.append(builder.call(load, [address, alignment, masks[shift][half], zeros]))
-                    pairs[shift] = halves
-                columns = (builder.shuffle_vector(*pairs[0], even), builder.shuffle_vector(*pairs[0], odd),
-                           builder.shuffle_vector(*pairs[2], even))  # taps kx = 0, 1, 2
+                vectors = []
+                for shift, mask in loads:
+                    # not inbounds: lanes left of column 0 or past the plane load nothing
+                    at = builder.add(row_at, builder.add(column, i64(shift)))
+                    at = builder.gep(source_data, [at], inbounds=False)
+                    vectors.append(builder.call(load, [builder.bitcast(at, pointer), alignment, mask, zeros]))
+                if step == 1:
+                    columns = vectors  # taps kx = 0, 1, 2
+                else:
+                    columns = (builder.shuffle_vector(vectors[0], vectors[1], even),
+                               builder.shuffle_vector(vectors[0], vectors[1], odd),
+                               builder.shuffle_vector(vectors[2], vectors[3], even))
                 for r in range(count):
-                    ky = t - 2 * r
+                    ky = t - step * r
                     if 0 <= ky <= 2:
                         value = builder.load(sums[r])
                         for kx in range(3):
@@ -987,7 +991,23 @@ def stride_two_rows(typingctx, source, plane_at, height, plane_width, weights, w
         return context.get_dummy_value()
 
     return types.none(source, plane_at, height, plane_width, weights, w_at, start, first_row, first_column, pad_top,
-                      pad_left, residual, out, out_at, out_w, activation, low, high, rows, lanes), codegen
+                      pad_left, residual, out, out_at, out_w, activation, low, high, stride, rows, lanes), codegen
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def plane_blocks(source, plane_at, height, width, weights, w_at, start, pads, residual, out, out_at, out_h, out_w,
+                 activation, low, high, stride):
+    """One channel's output plane by plane_rows's blocks of DEPTHWISE_ROWS rows x DEPTHWISE_PIXELS
+    pixels at `stride` (1 or 2), the last block of a row or column moved back to end at its end.
+    A function of its own for each stride: with both strides' blocks in one loop, LLVM made the
+    stride-2 ones x1.12 slower (/tmp/w/dwrows1.py)."""
+    for rows_done in range(0, out_h, DEPTHWISE_ROWS):
+        oy = min(rows_done, out_h - DEPTHWISE_ROWS)
+        for done in range(0, out_w, DEPTHWISE_PIXELS):
+            ox = min(done, out_w - DEPTHWISE_PIXELS)
+            plane_rows(source, plane_at, height, width, weights, w_at, start, oy, ox, pads[0], pads[1], residual, out,
+                       out_at + oy * out_w + ox, out_w, activation, low, high, numba.literally(stride), DEPTHWISE_ROWS,
+                       DEPTHWISE_PIXELS)
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
@@ -1002,10 +1022,9 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
     cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel_h, kernel_w), strides, dilations, pads)
     grid = cells_h * cells_w
     has_bias, has_residual = bias.size > 0, residual.size > 0
-    three_by_three = (kernel_h == 3 and kernel_w == 3 and strides[0] == 1 and strides[1] == 1
-                      and dilations[0] == 1 and dilations[1] == 1)
-    stride_two = (kernel_h == 3 and kernel_w == 3 and strides[0] == 2 and strides[1] == 2
-                  and dilations[0] == 1 and dilations[1] == 1)
+    # 3x3 undilated convs at stride 1 or 2 in both directions: straight from the plane (plane_rows)
+    straight = (kernel_h == 3 and kernel_w == 3 and strides[0] == strides[1] and strides[0] <= 2
+                and dilations[0] == 1 and dilations[1] == 1)
     height, width = x.shape[2], x.shape[3]
     source, flat_weights, outputs, extras = x.reshape(-1), w.reshape(-1), out.reshape(-1), residual.reshape(-1)
     sums = numba.carray(stack_array(DEPTHWISE_BLOCK, x.dtype), DEPTHWISE_BLOCK)
@@ -1014,17 +1033,16 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
     while item < items:
         n, m = item // channels_out, item % channels_out
         item, turn = next_item(counter, worker, workers, items, turn)
-        if stride_two:  # straight from the plane, no stride phases
+        if straight:  # no padded plane, no stride phases
             plane_at = (n * x.shape[1] + m // multiplier) * height * width
             out_at = (n * channels_out + m) * out_h * out_w
             start = np.float32(bias[m]) if has_bias else np.float32(0)
-            for rows_done in range(0, out_h, DEPTHWISE_ROWS):
-                oy = min(rows_done, out_h - DEPTHWISE_ROWS)
-                for done in range(0, out_w, DEPTHWISE_PIXELS):
-                    ox = min(done, out_w - DEPTHWISE_PIXELS)
-                    stride_two_rows(source, plane_at, height, width, flat_weights, m * taps, start, oy, ox, pads[0],
-                                    pads[1], extras, outputs, out_at + oy * out_w + ox, out_w, activation, low, high,
-                                    DEPTHWISE_ROWS, DEPTHWISE_PIXELS)
+            if strides[0] == 1:
+                plane_blocks(source, plane_at, height, width, flat_weights, m * taps, start, pads, extras, outputs,
+                             out_at, out_h, out_w, activation, low, high, 1)
+            else:
+                plane_blocks(source, plane_at, height, width, flat_weights, m * taps, start, pads, extras, outputs,
+                             out_at, out_h, out_w, activation, low, high, 2)
             continue
         fill_phases(x[n, m // multiplier], phases, strides, pads, grid, cells_w)
         weights, target = w[m], out[n, m]
@@ -1037,23 +1055,12 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
                 at = oy * cells_w + ox
                 for k in range(DEPTHWISE_BLOCK):
                     sums[k] = start
-                if three_by_three:
-                    # Constant offsets: the loads that several rows share are made once
-                    # (x0.77 of the tap loop's time at 144 x 56 x 56).
-                    for ky in range(3):
-                        for kx in range(3):
-                            weight = weights[index(ky * 3 + kx)]
-                            for i in range(DEPTHWISE_ROWS):
-                                for j in range(DEPTHWISE_PIXELS):
-                                    sums[i * DEPTHWISE_PIXELS + j] += \
-                                        weight * phases[index(at + (i + ky) * cells_w + kx + j)]
-                else:
-                    for t in range(taps):
-                        first = at + offsets[t]
-                        weight = weights[index(t)]
-                        for i in range(DEPTHWISE_ROWS):
-                            for j in range(DEPTHWISE_PIXELS):
-                                sums[i * DEPTHWISE_PIXELS + j] += weight * phases[index(first + i * cells_w + j)]
+                for t in range(taps):
+                    first = at + offsets[t]
+                    weight = weights[index(t)]
+                    for i in range(DEPTHWISE_ROWS):
+                        for j in range(DEPTHWISE_PIXELS):
+                            sums[i * DEPTHWISE_PIXELS + j] += weight * phases[index(first + i * cells_w + j)]
                 if has_residual:
                     for i in range(DEPTHWISE_ROWS):
                         for j in range(DEPTHWISE_PIXELS):
@@ -1094,9 +1101,9 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
 # DEPTHWISE_ROWS_STRIDED_WIDTH where depthwise_rows reads stride phases (strided convs but 3x3 /
 # 2, filled each run), whose steps cover at most DEPTHWISE_ROWS_COVER times the row. One thread,
 # /tmp/w/dwbig.py, channel blocks / rows: 192 x 28 x 28 x1.36, 144 x 56 x 56 x1.61, 384 x 16 x 16
-# x1.11, 32 x 16 x 16 x1.00, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; 3x3 / 2 (stride_two_rows):
+# x1.11, 32 x 16 x 16 x1.00, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; 3x3 / 2 (plane_rows):
 # 96 x 32 x 32 x2.56, 144 x 56 x 56 x1.60, 96 x 112 x 112 x1.52, 64 x 36 x 36 x0.93; through
-# phases (before stride_two_rows): 96 x 32 x 32 x0.49, 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44.
+# phases (before plane_rows): 96 x 32 x 32 x0.49, 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44.
 # Read by the plans only.
 DEPTHWISE_ROWS_STRIDED_WIDTH = 28
 # Whether float32 depthwise convs of channel multiplier 1 take depthwise_channel_blocks (tests
