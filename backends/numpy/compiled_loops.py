@@ -1099,17 +1099,19 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
 # depthwise_channel_blocks: float32 depthwise convs take it but where depthwise_rows's steps of
 # DEPTHWISE_PIXELS fill most of an output row: rows of at least DEPTHWISE_ROWS_LOOP_WIDTH pixels,
 # DEPTHWISE_ROWS_STRIDED_WIDTH where depthwise_rows reads stride phases (strided convs but 3x3 /
-# 2, filled each run), whose steps cover at most DEPTHWISE_ROWS_COVER times the row. One thread,
-# /tmp/w/dwbig.py, channel blocks / rows: 192 x 28 x 28 x1.36, 144 x 56 x 56 x1.61, 384 x 16 x 16
-# x1.11, 32 x 16 x 16 x1.00, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; 3x3 / 2 (plane_rows):
-# 96 x 32 x 32 x2.56, 144 x 56 x 56 x1.60, 96 x 112 x 112 x1.52, 64 x 36 x 36 x0.93; through
-# phases (before plane_rows): 96 x 32 x 32 x0.49, 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44.
-# Read by the plans only.
+# 2, filled each run), whose steps cover at most DEPTHWISE_ROWS_COVER times the row. Read by the
+# plans only. One thread, /tmp/w/dwbig.py, channel blocks / rows, 3x3 convs since plane_rows
+# reads their planes straight: 96 x 36 x 36 x1.39 (steps cover 1.33x the row), 384 x 16 x 16
+# x1.32, 32 x 16 x 16 x1.19, 128 x 18 x 18 x1.01 (1.78x), 64 x 20 x 20 x1.03 (1.6x); stride 2:
+# 96 x 40 x 40 x1.14 (1.6x), 64 x 36 x 36 x0.92 (1.78x), 96 x 32 x 32 x2.56, 144 x 56 x 56 x1.60.
+# Before plane_rows (both through a padded plane or stride phases): 192 x 28 x 28 x1.36,
+# 144 x 56 x 56 x1.61, 128 x 18 x 18 x0.75, 64 x 20 x 20 x0.78; stride 2 96 x 32 x 32 x0.49,
+# 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44.
 DEPTHWISE_ROWS_STRIDED_WIDTH = 28
+DEPTHWISE_ROWS_COVER = 1.5
 # Whether float32 depthwise convs of channel multiplier 1 take depthwise_channel_blocks (tests
 # turn it off to reach the other loops with them).
 DEPTHWISE_CHANNEL_BLOCKS = True
-DEPTHWISE_ROWS_COVER = 1.25
 
 
 def _transposed(builder, rows: list, width: int) -> list:
