@@ -481,7 +481,10 @@ def claim_at(typingctx, counters, at):
 COUNTER_STRIDE = 8
 
 
-@numba.njit(cache=True, inline="always")
+# The loops' workers call their item function with np.int64 indices on one thread and on many:
+# a literal 0 and the prange index are other types, and numba compiled each loop twice (conv_direct
+# and conv_grid 2.5 -> 5 s on a machine's first run, /tmp/w/ctime1.py).
+@numba.njit(cache=True, nogil=True)
 def next_item(counters, worker, workers, items, turn):
     """(the next of `items` work items for this worker, the share it came from: turn 0 its own,
     turn t the share of worker + t); items when none is left."""
@@ -572,11 +575,11 @@ def conv_direct(x, weights, bias, residual, out, tap_offsets, pixel_offsets, act
     reset_counters(counter, workers)
     if workers == 1:
         direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high, tiles[0],
-                     counter, 0, 1)
+                     counter, np.int64(0), workers)
     else:
         for worker in numba.prange(workers):
             direct_tiles(x, weights, bias, residual, out, tap_offsets, pixel_offsets, activation, low, high,
-                         tiles[worker], counter, worker, workers)
+                         tiles[worker], counter, np.int64(worker), workers)
 
 
 def vector_lanes() -> int:
@@ -889,11 +892,12 @@ def conv_grid(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, acti
     at the grid's last output pixel and stores a few pixels again, the same values."""
     reset_counters(counter, workers)
     if workers == 1:
-        grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter, 0, 1)
+        grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter,
+                    np.int64(0), workers)
     else:
         for worker in numba.prange(workers):
             grid_chunks(x, weights, bias, residual, out, tap_offsets, cells_w, out_w, activation, low, high, counter,
-                        worker, workers)
+                        np.int64(worker), workers)
 
 
 # depthwise_rows's register block: DEPTHWISE_ROWS output rows x DEPTHWISE_PIXELS pixels of one channel.
@@ -1089,11 +1093,11 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
     reset_counters(counter, workers)
     if workers == 1:
         depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier, activation,
-                             low, high, phases[0], offsets, counter, 0, 1)
+                             low, high, phases[0], offsets, counter, np.int64(0), workers)
     else:
         for worker in numba.prange(workers):
             depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, pads, multiplier,
-                                 activation, low, high, phases[worker], offsets, counter, worker, workers)
+                                 activation, low, high, phases[worker], offsets, counter, np.int64(worker), workers)
 
 
 # depthwise_channel_blocks: float32 depthwise convs take it but where depthwise_rows's steps of
@@ -1299,11 +1303,12 @@ def depthwise_channel_blocks(x, weights, bias, residual, out, strides, activatio
     reset_counters(counter, workers)
     if workers == 1:
         depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded[0], padded_w,
-                              tap_offsets, places, planes, sums[0], counter, 0, 1)
+                              tap_offsets, places, planes, sums[0], counter, np.int64(0), workers)
     else:
         for worker in numba.prange(workers):
             depthwise_block_items(x, weights, bias, residual, out, strides, activation, low, high, padded[worker],
-                                  padded_w, tap_offsets, places, planes, sums[worker], counter, worker, workers)
+                                  padded_w, tap_offsets, places, planes, sums[worker], counter, np.int64(worker),
+                                  workers)
 
 
 @numba.njit(cache=True, inline="always")
@@ -1408,10 +1413,10 @@ def max_pool_rows(x, out, kernel, strides, dilations, pads, lines, counter, work
     max_pool_line_size(...)); counter: work_counter's; `workers` threads share the planes."""
     reset_counters(counter, workers)
     if workers == 1:
-        max_pool_planes(x, out, kernel, strides, dilations, pads, lines[0], counter, 0, 1)
+        max_pool_planes(x, out, kernel, strides, dilations, pads, lines[0], counter, np.int64(0), workers)
     else:
         for worker in numba.prange(workers):
-            max_pool_planes(x, out, kernel, strides, dilations, pads, lines[worker], counter, worker, workers)
+            max_pool_planes(x, out, kernel, strides, dilations, pads, lines[worker], counter, np.int64(worker), workers)
 
 
 _F32, _I64 = types.float32, types.int64
