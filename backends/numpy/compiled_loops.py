@@ -15,7 +15,8 @@ from numba.extending import intrinsic
 # Indices as unsigned: numba then drops its negative-index wraparound, which keeps LLVM from
 # vectorizing the row loops (a tap's multiply-add over a row: 0.75 -> 0.14 ns per element here).
 index = np.uintp
-# Output planes up to this many pixels run depthwise_channels_inner: 3x3 depthwise + Clip with 64
+# Output planes up to this many pixels of the depthwise convs depthwise_channel_blocks does not take
+# (float64, channel multipliers past 1) run depthwise_channels_inner: 3x3 depthwise + Clip with 64
 # pixels took it x0.25-0.74 of depthwise_phases's time, with 256 x1.0-1.5, with 784 and more x1.6-3.
 CHANNELS_INNER_PIXELS = 100
 GOMP_SPIN_TURNS = 10_000
