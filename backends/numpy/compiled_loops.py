@@ -1027,7 +1027,8 @@ def depthwise_row_planes(x, w, bias, residual, out, kernel, strides, dilations, 
     cells_h, cells_w, _ = phase_grid(x.shape, out.shape, (kernel_h, kernel_w), strides, dilations, pads)
     grid = cells_h * cells_w
     has_bias, has_residual = bias.size > 0, residual.size > 0
-    # 3x3 undilated convs at stride 1 or 2 in both directions: straight from the plane (plane_rows)
+    # 3x3 undilated convs at stride 1 or 2 in both directions: straight from the plane (plane_rows;
+    # rows_read_planes_straight says the same to the plans)
     straight = (kernel_h == 3 and kernel_w == 3 and strides[0] == strides[1] and strides[0] <= 2
                 and dilations[0] == 1 and dilations[1] == 1)
     height, width = x.shape[2], x.shape[3]
@@ -1114,6 +1115,14 @@ def depthwise_rows(x, w, bias, residual, out, kernel, strides, dilations, pads, 
 # 96 x 112 x 112 x1.03, 32 x 224 x 224 x1.44.
 DEPTHWISE_ROWS_STRIDED_WIDTH = 28
 DEPTHWISE_ROWS_COVER = 1.5
+
+
+def rows_read_planes_straight(kernel, strides, dilations) -> bool:
+    """Whether depthwise_rows sums a conv straight from its input planes (plane_rows: 3x3,
+    undilated, stride 1 or 2 both ways; depthwise_row_planes tests the same) rather than through
+    a phases buffer it fills."""
+    return (tuple(kernel) == (3, 3) and tuple(dilations) == (1, 1) and strides[0] == strides[1]
+            and strides[0] in (1, 2))
 # Whether float32 depthwise convs of channel multiplier 1 take depthwise_channel_blocks (tests
 # turn it off to reach the other loops with them).
 DEPTHWISE_CHANNEL_BLOCKS = True

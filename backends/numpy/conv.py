@@ -800,8 +800,8 @@ class _CompiledDepthwisePlan:
         channels_out, out_h, out_w = out_shape[1:]
         multiply_adds = math.prod(out_shape) * math.prod(kernel)
         # depthwise_rows reads strided planes through stride phases, but 3x3 / 2 ones straight
-        strided_by_phases = bool(np.any(self.strides > 1)) and not (
-            tuple(kernel) == (3, 3) and tuple(self.strides) == (2, 2) and tuple(self.dilations) == (1, 1))
+        straight = loops.rows_read_planes_straight(kernel, self.strides, self.dilations)
+        strided_by_phases = bool(np.any(self.strides > 1)) and not straight
         rows_width = loops.DEPTHWISE_ROWS_STRIDED_WIDTH if strided_by_phases else loops.DEPTHWISE_ROWS_LOOP_WIDTH
         rows_fill = (out_h >= loops.DEPTHWISE_ROWS and out_w >= max(rows_width, loops.DEPTHWISE_PIXELS)
                      and -(-out_w // loops.DEPTHWISE_PIXELS) * loops.DEPTHWISE_PIXELS
@@ -812,8 +812,10 @@ class _CompiledDepthwisePlan:
             _, cells_w, size = loops.phase_grid(x_shape, out_shape, kernel, self.strides, self.dilations, self.pads)
             self.kernel = np.array(kernel, np.int64)
             self.threads = compiled.loop_threads(ex, multiply_adds, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
-            self.buffers = (thread_rows(self.threads, size, dtype), np.empty(math.prod(kernel), np.int64),
-                            work_counter(self.threads))  # phases per thread, tap offsets, the shares of planes
+            # phases per thread (none to fill where the loop reads the planes straight), tap offsets,
+            # the shares of planes
+            self.buffers = (thread_rows(self.threads, 1 if straight else size, dtype),
+                            np.empty(math.prod(kernel), np.int64), work_counter(self.threads))
         elif dtype == np.float32 and self.multiplier == 1 and loops.DEPTHWISE_CHANNEL_BLOCKS:
             self.style, self.loop = "blocks", loops.depthwise_channel_blocks
             self.threads = compiled.loop_threads(ex, multiply_adds, compiled.THREADED_DEPTHWISE_MULTIPLY_ADDS)
