@@ -136,6 +136,29 @@ def lavapipe_threads(info: AdapterInfo | None) -> int | None:
         return min(os.cpu_count() or 1, MAX_LAVAPIPE_THREADS)
 
 
+# How long a read of the outputs polls the device without waiting before it waits (readback.py).
+READBACK_SPIN_ENV = "WGNN_READBACK_SPIN_US"
+READBACK_SPIN_SECONDS = 1e-3  # a small model's whole GPU run on lavapipe without workers: 0.1-1 ms
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def readback_spin_seconds(info: AdapterInfo | None, workers: int | None) -> float:
+    """How long reads on this device poll without waiting (WGNN_READBACK_SPIN_US, in microseconds,
+    else the rule). By default only lavapipe without worker threads on a machine of 2 or more cores:
+    its queue thread is then the GPU, alone on a core, and the caller's spinning takes nothing from
+    it. With workers, the spinning thread takes a core from them (mobilenetv2 at 224x224 ran x1.45
+    slower). Real GPUs wait, until measured."""
+    value = os.environ.get(READBACK_SPIN_ENV, "").strip()
+    if value:
+        if not value.isdigit():
+            raise InputError(f"{READBACK_SPIN_ENV}={value!r}: expected whole microseconds (0: always wait)")
+        return int(value) / 1e6
+    return READBACK_SPIN_SECONDS if is_lavapipe(info) and workers == 0 and usable_cores() >= 2 else 0.0
+
+
 def _wgpu():
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # silences Mesa's warning on headless machines
     try:
@@ -295,7 +318,8 @@ class GpuContext:
         if self._reader is None:
             with self.lock:
                 if self._reader is None:
-                    self._reader = make_reader(self.wgpu, self.device)
+                    self._reader = make_reader(self.wgpu, self.device,
+                                               readback_spin_seconds(self.info, self.lavapipe_threads))
         return self._reader
 
     @property

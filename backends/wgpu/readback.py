@@ -6,9 +6,16 @@ per-device poll thread, so each map costs two extra thread hand-offs. On lavapip
 70 + 45 us of a run's ~300 us fixed cost. With wgpu-native, NativeMapReader maps and polls on
 the calling thread instead; it checks itself on a known buffer at start-up and any other wgpu
 build (or a failed self-check) falls back to map_sync.
+
+Where the GPU's work runs on another core of this machine and that core is its only user (lavapipe
+without worker threads), the reader first polls without waiting for a short while: a thread woken
+from a blocking wait takes 20-60 us to run again here, more after an idle spell, and a small model's
+whole run is a few hundred (docs/performance.md, "Polling for the outputs").
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -34,15 +41,17 @@ class MapSyncReader:
 
 
 class NativeMapReader:
-    """wgpu-native: wgpuBufferMapAsync, then wgpuDevicePoll(wait) on this thread until the map's
-    callback has run. The buffer stays unmapped in wgpu-py's bookkeeping throughout."""
+    """wgpu-native: wgpuBufferMapAsync, then wgpuDevicePoll on this thread until the map's callback
+    has run: without waiting for the first spin_seconds, then waiting. The buffer stays unmapped in
+    wgpu-py's bookkeeping throughout."""
 
-    def __init__(self, device):
+    def __init__(self, device, spin_seconds: float = 0.0):
         from wgpu.backends.wgpu_native import _api
         from wgpu.backends.wgpu_native._ffi import ffi, lib
 
         self._api, self._ffi, self._lib = _api, ffi, lib
         self.device = device
+        self.spin_seconds = spin_seconds
         self._result: tuple[int, str] | None = None
         self._calls = 0
 
@@ -64,9 +73,11 @@ class NativeMapReader:
         self._info.userdata1 = ffi.cast("void *", self._calls)
         libf.wgpuBufferMapAsync(buffer._internal, lib.WGPUMapMode_Read, 0, size, self._info)
         empty_polls = 0
+        spin_until = time.perf_counter() + self.spin_seconds if self.spin_seconds > 0 else 0.0
         while self._result is None:
-            queue_empty = libf.wgpuDevicePoll(self.device._internal, True, ffi.NULL)
-            if queue_empty and self._result is None:
+            wait = not spin_until or time.perf_counter() >= spin_until
+            queue_empty = libf.wgpuDevicePoll(self.device._internal, wait, ffi.NULL)
+            if queue_empty and self._result is None and wait:
                 empty_polls += 1
                 if empty_polls > _EMPTY_POLLS_ALLOWED:
                     raise RuntimeError("the buffer map never completed (the device went idle without "
@@ -81,11 +92,11 @@ class NativeMapReader:
             libf.wgpuBufferUnmap(buffer._internal)
 
 
-def make_reader(wgpu, device):
-    """NativeMapReader when this wgpu build has it and it reads a known buffer back right;
-    MapSyncReader otherwise."""
+def make_reader(wgpu, device, spin_seconds: float = 0.0):
+    """NativeMapReader (polling without waiting for spin_seconds) when this wgpu build has it and it
+    reads a known buffer back right; MapSyncReader otherwise."""
     try:
-        reader = NativeMapReader(device)
+        reader = NativeMapReader(device, spin_seconds)
         expected = np.arange(16, dtype=np.uint32).tobytes()
         probe = device.create_buffer(size=len(expected), label="wgnn readback self-check",
                                      usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)

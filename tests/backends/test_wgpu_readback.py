@@ -74,13 +74,13 @@ def _written_by_a_submission(context, data: bytes):
     return target
 
 
-def _native_reader(context):
+def _native_reader(context, spin_seconds=0.0):
     """NativeMapReader on this device, or a skip where this wgpu build lacks what it uses (then
     make_reader falls back to map_sync, tested below)."""
     from wgnn.backends.wgpu.readback import NativeMapReader
 
     try:
-        return NativeMapReader(context.device)
+        return NativeMapReader(context.device, spin_seconds)
     except Exception as exc:  # any missing internal of another wgpu build
         pytest.skip(f"this wgpu build has no wgpu-native internals for NativeMapReader: {exc}")
 
@@ -94,14 +94,17 @@ def test_both_readers_read_what_a_submission_wrote_and_reject_a_buffer_they_cann
     context = get_context(adapter)
     native = _native_reader(context)
     assert isinstance(context.reader, NativeMapReader)  # where it can be built, it passes the self-check
-    for reader in (native, MapSyncReader(context.wgpu)):
+    # polling without waiting all the way (50 ms) and for less than a read takes (1 us), then waiting
+    spinning = [_native_reader(context, seconds) for seconds in (0.05, 1e-6)]
+    for reader in (native, *spinning, MapSyncReader(context.wgpu)):
         for size in (16, 4096):
             data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
             assert reader.read(_written_by_a_submission(context, data), size) == data
     mapped = _written_by_a_submission(context, bytes(64))
     mapped.map_sync(context.wgpu.MapMode.READ)  # already mapped: a second map must fail, not hang
-    with pytest.raises((RuntimeError, wgpu.GPUError), match="mapped"):
-        native.read(mapped, 64)
+    for reader in (native, spinning[0]):
+        with pytest.raises((RuntimeError, wgpu.GPUError), match="mapped"):
+            reader.read(mapped, 64)
     mapped.unmap()
     data = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()  # the failed map's callback is not taken for this one
     assert native.read(_written_by_a_submission(context, data), 64) == data
@@ -132,3 +135,48 @@ def test_make_reader_falls_back_to_map_sync(adapter, monkeypatch):
         assert isinstance(reader, readback.MapSyncReader)
         data = rng.integers(0, 256, 32, dtype=np.uint8).tobytes()
         assert reader.read(_written_by_a_submission(context, data), 32) == data
+
+
+def test_reads_poll_without_waiting_only_where_the_gpu_has_a_core_to_itself(monkeypatch):
+    """lavapipe without workers on 2+ cores polls for READBACK_SPIN_SECONDS; with workers (they
+    would lose a core to the poller), on one core, and on real GPUs reads wait from the start.
+    WGNN_READBACK_SPIN_US overrides the rule."""
+    from wgnn.backends.wgpu import context as ctx
+
+    def info(name, adapter_type, backend="Vulkan"):
+        return ctx.AdapterInfo(index=0, name=name, backend=backend, adapter_type=adapter_type, driver="", vendor="")
+
+    lavapipe = info("llvmpipe (LLVM 15.0.6, 256 bits)", "CPU")
+    monkeypatch.delenv(ctx.READBACK_SPIN_ENV, raising=False)
+    monkeypatch.setattr(ctx, "usable_cores", lambda: 2)
+    assert ctx.readback_spin_seconds(lavapipe, 0) == ctx.READBACK_SPIN_SECONDS > 0
+    assert ctx.readback_spin_seconds(lavapipe, 2) == 0.0
+    assert ctx.readback_spin_seconds(info("llvmpipe (LLVM 15.0.6, 256 bits)", "CPU", "OpenGL"), 0) == 0.0
+    assert ctx.readback_spin_seconds(info("NVIDIA H100", "DiscreteGPU"), None) == 0.0
+    monkeypatch.setattr(ctx, "usable_cores", lambda: 1)
+    assert ctx.readback_spin_seconds(lavapipe, 0) == 0.0
+    monkeypatch.setenv(ctx.READBACK_SPIN_ENV, "250")
+    assert ctx.readback_spin_seconds(info("NVIDIA H100", "DiscreteGPU"), None) == 250e-6
+    monkeypatch.setenv(ctx.READBACK_SPIN_ENV, "0")
+    assert ctx.readback_spin_seconds(lavapipe, 0) == 0.0
+    monkeypatch.setenv(ctx.READBACK_SPIN_ENV, "1ms")
+    with pytest.raises(wgnn.InputError, match="WGNN_READBACK_SPIN_US"):
+        ctx.readback_spin_seconds(lavapipe, 0)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_a_session_on_lavapipe_without_workers_polls_for_its_outputs(adapter):
+    from wgnn.backends.wgpu.context import READBACK_SPIN_SECONDS, is_lavapipe, usable_cores
+
+    onnx_model = model()
+    gpu = wgnn.InferenceSession(onnx_model, config=wgnn.Config(providers=("wgpu", "numpy"), adapter=adapter,
+                                                                lavapipe_threads=0))
+    context = gpu.session.backends[0].context
+    if not is_lavapipe(context.info) or usable_cores() < 2:
+        pytest.skip("the rule polls only on lavapipe (Vulkan) with 2 or more cores")
+    x = feeds(2, 5, [3, -1])
+    for got, want in zip(gpu.run(None, x), wgnn.InferenceSession(onnx_model, providers=["numpy"]).run(None, x),
+                         strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert context.lavapipe_threads == 0
+    assert getattr(context.reader, "spin_seconds", READBACK_SPIN_SECONDS) == READBACK_SPIN_SECONDS
