@@ -41,7 +41,8 @@ class Runner:
     name: str
     run: object = None  # () -> list of np.ndarray
     status: str = "ok"  # ok | not installed | failed: ...
-    samples: list[float] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)  # one per round
+    first_samples: list[float] = field(default_factory=list)  # each round's first run
     error: float | None = None  # max |ours - onnxruntime| / max |onnxruntime| over the outputs
 
 
@@ -235,9 +236,13 @@ IMAGE_MODELS = ("mobilenetv2", "resnet", "unet")  # zoo builders with a size= (i
 
 
 def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapter=None, size: int | None = None,
-                  seq: int = 8) -> dict:
+                  seq: int = 8, turn: int = 1) -> dict:
     """One zoo model through every peer; returns {"model", "peers": {peer: cell}}. size: the
-    input side of the image models (zoo default 32); seq: the sequence length of bert's inputs."""
+    input side of the image models (zoo default 32); seq: the sequence length of bert's inputs.
+    Each round every runner takes a turn of `turn` runs in a row. With turn > 1 a round's sample is
+    the median of its turn's runs after the first, and the first runs (right after another
+    runner) are kept apart in the cell's "first_of_turn": a run after an idle or busy spell
+    costs some 0.2-0.4 ms more on this machine, whoever runs (docs/performance.md)."""
     from ..models.zoo import build, example_inputs
 
     model = build(name, **({"size": size} if size and name in IMAGE_MODELS else {}))
@@ -252,16 +257,23 @@ def compare_model(name: str, peers: list[str], *, runs: int, warmup: int, adapte
             for _ in range(warmup):
                 runner.run()
         for _ in range(runs):
-            for runner in live:  # alternate: one sample of each per round
-                start = time.perf_counter()
-                runner.run()
-                runner.samples.append((time.perf_counter() - start) * 1e3)
+            for runner in live:  # alternate: one turn of each per round
+                times = []
+                for _ in range(turn):
+                    start = time.perf_counter()
+                    runner.run()
+                    times.append((time.perf_counter() - start) * 1e3)
+                runner.samples.append(statistics.median(times[1:]) if turn > 1 else times[0])
+                runner.first_samples.append(times[0])
     cells = {}
     for runner in runners:
         cell = {"status": runner.status}
         if runner.status == "ok":
             cell.update(median_ms=statistics.median(runner.samples), min_ms=min(runner.samples),
                         max_ms=max(runner.samples), max_rel_error=runner.error, samples_ms=runner.samples)
+            if turn > 1:
+                cell["first_of_turn"] = {"median_ms": statistics.median(runner.first_samples),
+                                         "samples_ms": runner.first_samples}
             if getattr(runner.run, "device", None):
                 cell["device"] = runner.run.device
         cells[runner.name] = cell
@@ -300,8 +312,11 @@ def environment(adapter) -> dict:
 def markdown(result: dict) -> str:
     peers = result["peer_names"]
     env = result["environment"]
-    lines = [f"Median ms over {result['runs']} alternating rounds after {result['warmup']} warm-up (batch 1); "
-             "in parentheses the ratio to onnxruntime's median.", "",
+    turn = result.get("turn", 1)
+    rounds = (f"over {result['runs']} alternating rounds after {result['warmup']} warm-up" if turn == 1 else
+              f"after {result['warmup']} warm-up, over {result['runs']} rounds in which each runner ran {turn} "
+              "times in a row (each turn's first run left out, given below the table)")
+    lines = [f"Median ms {rounds} (batch 1); in parentheses the ratio to onnxruntime's median.", "",
              "| model | " + " | ".join(peers) + " |", "|---|" + "---|" * len(peers)]
     notes: list[str] = []
     for row in result["models"]:
@@ -320,6 +335,11 @@ def markdown(result: dict) -> str:
     lines.append("")
     lines += [f"[{i}] {note.replace('|', '/')}" for i, note in enumerate(notes, 1)]
     lines += target_ratios(result)
+    if turn > 1:
+        firsts = [f"{row['model']} {peer} {cell['first_of_turn']['median_ms']:.2f}" for row in result["models"]
+                  for peer, cell in row["peers"].items() if "first_of_turn" in cell]
+        lines.append("Each turn's first run (right after another runner), median ms: " + ", ".join(firsts) + ".")
+        lines += target_ratios(result, first_of_turn=True)
     devices = [f"{row['model']} {cell['device']}" for row in result["models"]
                for peer, cell in row["peers"].items() if peer == "wgnn wgpu" and cell.get("device")]
     if devices:
@@ -345,32 +365,37 @@ def markdown(result: dict) -> str:
 TARGET_RATIOS = (("wgnn wgpu", "ncnn"), ("wgnn wgpu", "wonnx"), ("wgnn numpy", "onnxruntime"))
 
 
-def target_ratios(result: dict) -> list[str]:
+def target_ratios(result: dict, first_of_turn: bool = False) -> list[str]:
     """One line per target pair (TARGET_RATIOS): the first runner's median over the second's, per
-    model both ran right, with its 95% interval where the rounds allow one."""
+    model both ran right, with its 95% interval where the rounds allow one; of the turns' first
+    runs with first_of_turn."""
     lines = []
     for mine, peer in TARGET_RATIOS:
         ratios = []
         for row in result["models"]:
             ours, theirs = row["peers"].get(mine), row["peers"].get(peer)
             if ours and theirs and ours["status"] == theirs["status"] == "ok":
+                if first_of_turn:
+                    ours, theirs = ours["first_of_turn"], theirs["first_of_turn"]
                 text = f"{row['model']} x{ours['median_ms'] / theirs['median_ms']:.2f}"
                 interval = ratio_interval(ours.get("samples_ms", []), theirs.get("samples_ms", []))
                 if interval is not None:
                     text += f" (x{interval[0]:.2f}-{interval[1]:.2f})"
                 ratios.append(text)
         if ratios:
-            lines.append(f"{mine} / {peer} (medians, same rounds; 95% interval): " + ", ".join(ratios) + ".")
+            which = "each turn's first runs" if first_of_turn else "medians"
+            lines.append(f"{mine} / {peer} ({which}, same rounds; 95% interval): " + ", ".join(ratios) + ".")
     return lines
 
 
 def run_peers(models: list[str], peers: list[str], *, runs: int = 21, warmup: int = 3, adapter=None,
-              show_progress: bool = True, size: int | None = None, seq: int = 8) -> dict:
+              show_progress: bool = True, size: int | None = None, seq: int = 8, turn: int = 1) -> dict:
     from .progress import progress
 
-    rows = [compare_model(m, peers, runs=runs, warmup=warmup, adapter=adapter, size=size, seq=seq)
+    rows = [compare_model(m, peers, runs=runs, warmup=warmup, adapter=adapter, size=size, seq=seq, turn=turn)
             for m in progress(models, "peers", enabled=show_progress)]
-    return {"runs": runs, "warmup": warmup, "peer_names": peers, "models": rows, "environment": environment(adapter)}
+    return {"runs": runs, "warmup": warmup, "turn": turn, "peer_names": peers, "models": rows,
+            "environment": environment(adapter)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -380,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="runners, comma separated (default: all of " + ", ".join(peer_loaders(None)) + ")")
     parser.add_argument("--runs", type=int, default=21, help="timed rounds (default 21)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each runner first (default 3)")
+    parser.add_argument("--turn", type=int, default=1, metavar="N",
+                        help="runs of each runner in a row per round (default 1); with N > 1 the table gives the "
+                             "runs after each turn's first, and the first runs apart")
     parser.add_argument("--adapter", help="GPU adapter for wgnn wgpu (index, name, vulkan/gl, ...)")
     parser.add_argument("--size", type=int, help="input side of the image models (default: the zoo's 32; "
                         "224 for ImageNet-sized inputs; unet needs a multiple of 4)")
@@ -399,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not models or not peers:
             raise InputError(f"unknown model or peer {unknown}; models: {', '.join(ZOO)}; "
                              f"peers: {', '.join(peer_loaders(None))}")
-        if args.runs < 1 or args.warmup < 0:
-            raise InputError("--runs must be at least 1 and --warmup 0 or more")
+        if args.runs < 1 or args.warmup < 0 or args.turn < 1:
+            raise InputError("--runs and --turn must be at least 1 and --warmup 0 or more")
         if (args.size is not None and args.size < 4) or args.seq < 1:
             raise InputError("--size must be at least 4 and --seq at least 1")
         if find_spec("onnxruntime") is None:
@@ -410,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
 
             set_lavapipe_threads(args.lavapipe_threads)
         result = run_peers(models, peers, runs=args.runs, warmup=args.warmup, adapter=args.adapter,
-                           show_progress=not args.json, size=args.size, seq=args.seq)
+                           show_progress=not args.json, size=args.size, seq=args.seq, turn=args.turn)
     except WgnnError as exc:
         print(f"peers: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ break are "failed", never an error of the tool."""
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -144,3 +145,49 @@ def test_size_and_seq_options():
     assert all(shape == [1, 5] for shape in bert["inputs"].values())
     assert all(cell["status"] == "ok" for row in (unet, bert) for cell in row["peers"].values())
     assert peers.main(["--size", "2"]) == 2
+
+
+def test_turns_of_several_runs_keep_each_turns_first_run_apart(monkeypatch):
+    """--turn N: each round a runner runs N times in a row; its round's sample is the median of the
+    runs after the first, and the first runs (right after another runner) are a view of their own,
+    with its own ratio lines. The runners here take a fixed time on peers' clock: more right after
+    the other runner."""
+    clock = {"ms": 0.0, "last": None}
+    monkeypatch.setattr(peers, "time", SimpleNamespace(perf_counter=lambda: clock["ms"] / 1e3))
+
+    def timed_runner(first_ms, later_ms):
+        def load(model, data, feeds, workdir):
+            run = peers._onnxruntime(model, data, feeds, workdir)
+
+            def timed():
+                clock["ms"] += first_ms if clock["last"] is not timed else later_ms
+                clock["last"] = timed
+                return run()
+            return timed
+        return load
+
+    loaders = peers.peer_loaders
+    monkeypatch.setattr(peers, "peer_loaders", lambda adapter: {
+        **loaders(adapter), "wgnn numpy": timed_runner(9, 2), "onnxruntime": timed_runner(12, 4)})
+    result = peers.run_peers(["resnet"], ["wgnn numpy", "onnxruntime"], runs=5, warmup=0, show_progress=False,
+                             turn=3)
+    assert result["turn"] == 3
+    cells = result["models"][0]["peers"]
+    assert cells["wgnn numpy"]["samples_ms"] == pytest.approx([2.0] * 5)
+    assert cells["onnxruntime"]["samples_ms"] == pytest.approx([4.0] * 5)
+    first = cells["wgnn numpy"]["first_of_turn"]
+    assert first == {"median_ms": pytest.approx(9.0), "samples_ms": pytest.approx([9.0] * 5)}
+    assert cells["onnxruntime"]["first_of_turn"]["median_ms"] == pytest.approx(12.0)
+    table = peers.markdown(result)
+    assert "over 5 rounds in which each runner ran 3 times in a row" in table
+    assert "wgnn numpy / onnxruntime (medians, same rounds; 95% interval): resnet x0.50 (x0.50-0.50)." in table
+    assert "Each turn's first run (right after another runner), median ms: resnet wgnn numpy 9.00, " \
+           "resnet onnxruntime 12.00." in table
+    assert "wgnn numpy / onnxruntime (each turn's first runs, same rounds; 95% interval): resnet x0.75 " \
+           "(x0.75-0.75)." in table
+    one = peers.run_peers(["resnet"], ["wgnn numpy", "onnxruntime"], runs=5, warmup=0, show_progress=False)
+    # turns of one: every run is a first
+    assert one["models"][0]["peers"]["wgnn numpy"]["samples_ms"] == pytest.approx([9.0] * 5)
+    assert "first_of_turn" not in one["models"][0]["peers"]["wgnn numpy"]
+    assert "Each turn's first run" not in peers.markdown(one)
+    assert peers.main(["--turn", "0"]) == 2
