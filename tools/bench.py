@@ -236,6 +236,8 @@ def bench_model(path, config, given_shapes: dict, *, warmup: int = 3, runs: int 
         else None,
         "lavapipe_threads": context.lavapipe_threads if context else None,
         "lavapipe_threads_why": device_choice.get("why") if context and context.lavapipe_threads is not None else None,
+        # how long reads of the outputs poll before they wait (backends/wgpu/readback.py)
+        "readback_poll_us": round(getattr(context.reader, "spin_seconds", 0.0) * 1e6) if context else None,
         "storage": config.storage, "precision": config.precision,
         "input_shapes": {k: list(v) for k, v in shapes.items()}, "warmup": warmup, "runs": runs,
         "latency_ms": latency(samples["wgnn"]),

@@ -449,9 +449,18 @@ def test_the_report_says_which_lavapipe_device_the_session_chose(tmp_path, monke
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["lavapipe_threads"] == 0 and "MFLOP per step, under" in result["lavapipe_threads_why"]
+    from wgnn.backends.wgpu.context import usable_cores
+
+    polls = usable_cores() >= 2  # reads poll before they wait there (context.readback_spin_seconds)
+    assert result["readback_poll_us"] == (1000 if polls else 0)
     text = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK)
     assert text.returncode == 0, text.stderr
     assert "0 lavapipe worker threads (0.00 MFLOP per step, under " in text.stdout
+    assert ("outputs polled for up to 1000 us" in text.stdout) == polls
+    monkeypatch.setenv("WGNN_READBACK_SPIN_US", "0")
+    done = bench(model, "--provider", "wgpu", "--adapter", str(adapter["index"]), *QUICK, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["readback_poll_us"] == 0
 
 
 @pytest.mark.parametrize("bad", [True, 1.0, "1", -1, 33])

@@ -180,6 +180,8 @@ def format_bench(result: dict) -> str:
         adapter += f", {result['lavapipe_threads']} lavapipe worker threads"
         if result.get("lavapipe_threads_why"):
             adapter += f" ({result['lavapipe_threads_why']})"
+    if result.get("readback_poll_us"):
+        adapter += f", outputs polled for up to {result['readback_poll_us']} us"
     if result.get("numpy_blas"):  # its kernels choose their products' sizes by it (backends/numpy/blas.py)
         adapter += f"   numpy's BLAS: {result['numpy_blas']}; compiled loops: {result.get('numpy_compiled')}"
     auto = result.get("providers_choice") or {}
