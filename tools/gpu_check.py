@@ -69,7 +69,10 @@ KNOBS = [({"WGNN_DWPW_BLOCK": block}, ("mobilenetv2", 224)) for block in ("2x4",
     # 16-bit feature maps, and 16-bit arithmetic where the GPU has shader-f16: not yet measured on one.
     # A setting named "--flag" is a `wgnn bench` option rather than a variable.
     ({"--precision": precision}, (name, 224)) for name in ("mobilenetv2", "resnet")
-    for precision in ("fp16", "fp16-arith")]
+    for precision in ("fp16", "fp16-arith")] + [
+    # Polling for the outputs before waiting, done on lavapipe without workers only: whether a small
+    # model's latency (not its GPU time) gains on a real GPU too.
+    ({"WGNN_READBACK_SPIN_US": "1000"}, (name, 32)) for name in ("mobilenetv2", "resnet")]
 # Attention's split keys across shapes, every value side by side in rounds (`wgnn bench --kernels
 # --alternate`): the rule's split (unset) against whole keys and fixed splits, for the data that set
 # split_keys's constants (docs/gpu-backend.md, "Split keys").
@@ -294,7 +297,7 @@ def knob_lines(steps: list[Step]) -> list[str]:
     knobs = [(i, step) for i, step in enumerate(steps) if step.setting]
     if not knobs:
         return []
-    lines = ["", "| forced choice | model | median ms | GPU ms of the ops (per-op runs) | unforced GPU ms, "
+    lines = ["", "| forced choice | model | median ms (unforced) | GPU ms of the ops (per-op runs) | unforced GPU ms, "
              "side by side | forced / unforced |", "|---|---|---|---|---|---|"]
     for i, step in knobs:
         setting = step.setting
@@ -312,8 +315,10 @@ def knob_lines(steps: list[Step]) -> list[str]:
                          f"{100 * row.get('peak_fraction', 0):.0f}% of the FMA peak) | {forced:.3f} | "
                          f"{forced:.3f} | {side} | {ratio} |")
         else:
-            lines.append(f"| {setting} | {target} | {result['latency_ms']['median']:.3f} | {forced:.3f} | "
-                         f"{side} | {ratio} |")
+            latency = f"{result['latency_ms']['median']:.3f}"
+            if after and isinstance(after.result, dict):
+                latency += f" ({after.result['latency_ms']['median']:.3f})"
+            lines.append(f"| {setting} | {target} | {latency} | {forced:.3f} | {side} | {ratio} |")
     return lines
 
 

@@ -49,14 +49,18 @@ def test_quick_check_through_the_script(tmp_path):
     # Each knob's run is followed by the same run unforced, side by side
     assert [entry.get("baseline_for") for entry in knobs[1::2]] == [entry["setting"] for entry in knobs[::2]]
     assert all(entry["env"] == {} and entry.get("precision", "fp32") == "fp32" for entry in knobs[1::2])
-    knob, groups, tile, weights, split, precision = knobs[::2]
+    knob, groups, tile, weights, split, precision, polling = knobs[::2]
     unforced = knobs[1]["per_op"]["total_ms"]
     assert groups["env"] == {"WGNN_DWPW_GROUPS": "1"} and groups["step"].endswith("mobilenetv2 32")
     assert weights["env"] == {"WGNN_CONV_WEIGHTS": "storage"} and weights["step"].endswith("mobilenetv2 32")
     assert knob["env"] == {"WGNN_DWPW_BLOCK": "2x4"} and knob["dispatches"] == bench["dispatches"]
     forced = knob["per_op"]["total_ms"]
-    assert (f"| WGNN_DWPW_BLOCK=2x4 | mobilenetv2 32 | {knob['latency_ms']['median']:.3f} | {forced:.3f} | "
-            f"{unforced:.3f} | x{forced / unforced:.2f} |") in report
+    assert (f"| WGNN_DWPW_BLOCK=2x4 | mobilenetv2 32 | {knob['latency_ms']['median']:.3f} "
+            f"({knobs[1]['latency_ms']['median']:.3f}) | {forced:.3f} | {unforced:.3f} | "
+            f"x{forced / unforced:.2f} |") in report
+    assert polling["env"] == {"WGNN_READBACK_SPIN_US": "1000"} and polling["step"].endswith("mobilenetv2 32")
+    assert polling["readback_poll_us"] == 1000
+    assert f"| WGNN_READBACK_SPIN_US=1000 | mobilenetv2 32 | {polling['latency_ms']['median']:.3f} (" in report
     assert tile["env"] == {"WGNN_MATMUL_VARIANT": "tiled", "WGNN_MATMUL_TILE": "32"}
     [case] = tile["adapters"][0]["kernels"]
     assert case["case"] == "MatMul 128^3" and case["kernels"] == ["matmul/matmul_tiled.wgsl"]
@@ -66,8 +70,8 @@ def test_quick_check_through_the_script(tmp_path):
     assert case["case"] == "Attention 2x32x16" and case["kernels"] == ["matmul/attention.wgsl"]  # lavapipe's
     assert precision["setting"] == "--precision=fp16" and precision["env"] == {}
     assert precision["precision"] == "fp16" and precision["step"] == "knob --precision=fp16 mobilenetv2 32"
-    assert (f"| --precision=fp16 | mobilenetv2 32 | {precision['latency_ms']['median']:.3f} | "
-            f"{precision['per_op']['total_ms']:.3f} | ") in report
+    assert (f"| --precision=fp16 | mobilenetv2 32 | {precision['latency_ms']['median']:.3f} (") in report
+    assert f") | {precision['per_op']['total_ms']:.3f} | " in report
     assert bench["input_shapes"] == {"input": [1, 3, 32, 32]} and bench["per_op"]["rows"]
     assert f"| mobilenetv2 | 32 | {bench['adapter']} | {bench['latency_ms']['median']:.3f} |" in report
     peers = (out / "peers.md").read_text()
@@ -119,7 +123,8 @@ def test_knob_lines_without_a_side_by_side_run():
     assert gpu_check.knob_lines([knob])[-1] == "| WGNN_X=1 | resnet 224 | 0.500 | 0.250 | - | - |"
     assert gpu_check.knob_lines([knob, after])[-1] == "| WGNN_X=1 | resnet 224 | 0.500 | 0.250 | - | - |"
     after.result = {"latency_ms": {"median": 0.6}, "per_op": {"total_ms": 0.5}}
-    assert gpu_check.knob_lines([knob, after])[-1] == "| WGNN_X=1 | resnet 224 | 0.500 | 0.250 | 0.500 | x0.50 |"
+    assert gpu_check.knob_lines([knob, after])[-1] == \
+        "| WGNN_X=1 | resnet 224 | 0.500 (0.600) | 0.250 | 0.500 | x0.50 |"
 
 
 def test_gemm_line_against_the_datasheet():
