@@ -901,9 +901,12 @@ class _CompiledDepthwisePlan:
             self.kind(out, out)
 
 
-# 1x1 convs (stride 1, no padding) of fewer multiply-adds stay numpy products: a model of only
-# such small convs then runs without starting numba (about 0.4 s at its import).
-POINTWISE_LOOP_MULTIPLY_ADDS = 100_000
+# 1x1 convs (stride 1, no padding) of fewer multiply-adds stay numpy products, so that a model of
+# only such tiny convs runs without starting numba (about 0.4 s at its import). Not for speed: the
+# loop took x0.81-0.85 of the product + epilogue's time from 256 to 65536 multiply-adds (1x1 8 -> 8
+# at 2x2 to 64 -> 64 at 4x4, one thread, /tmp/w/pwsmall.py); with the limit at 100 000 (until
+# 2026-12-06) zoo mobilenetv2's small ones stayed products: x0.89 at 32x32, x0.81 at 16x16 since.
+POINTWISE_LOOP_MULTIPLY_ADDS = 4096
 
 # Strided convs whose every stride phase some tap reads take conv_grid over those phases where they
 # have at most this many input channels per group (image stems) or output rows of a step's
@@ -1008,7 +1011,7 @@ class _CompiledDirectPlan:
         on any thread count: the loop took x0.85-0.98 of numpy's product + epilogue on one thread
         (1x1 256 -> 256 at 28x28 x0.85, 1024 -> 1024 at 14x14 x0.98; zoo mobilenetv2's at 224x224
         x0.89 of the model's time, at 32x32 all of them x0.93 against those of 3 M multiply-adds
-        and more: /tmp/w/pwth.py, abflag.py, abth.py)."""
+        and more: /tmp/w/pwth.py, abflag.py, abth.py), and x0.81-0.85 on tiny ones."""
         x_shape, w_shape = step.input_specs[0].shape, step.input_specs[1].shape
         residual = step.input_specs[3] if len(step.input_specs) > 3 else None
         pointwise = all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in strides) \
