@@ -1,8 +1,9 @@
 """Compiled loops for the numpy backend, where numpy's one pass over memory per call costs most: a
 depthwise convolution with its bias, residual and Relu / Clip in one loop, float32 convolutions
 without im2col (their sums held in registers: compiled_loops.vectorized_loop), the Relu / Clip
-epilogue of the other convs and matmuls, float32 LayerNorm and GELU, and attention over a few
-tokens (numba, an optional dependency: `pip install wgnn[cpu]`; backends/numpy/compiled_loops.py).
+epilogue of the other convs and matmuls, float32 LayerNorm and GELU, attention over a few tokens
+and small float32 classifier heads (GlobalPoolMatMul) once another step has started numba (numba,
+an optional dependency: `pip install wgnn[cpu]`; backends/numpy/compiled_loops.py).
 Without numba, or with WGNN_NUMPY_COMPILED=0, the backend runs its numpy plans, which the loops
 are tested against.
 

@@ -1429,6 +1429,60 @@ def max_pool_rows(x, out, kernel, strides, dilations, pads, lines, counter, work
             max_pool_planes(x, out, kernel, strides, dilations, pads, lines[worker], counter, np.int64(worker), workers)
 
 
+@numba.njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})
+def pool_matmul_rows(x, b, bias, pooled, out, options, scalars):
+    """A classifier head (GlobalPoolMatMul) in one pass: out[n] = act(alpha * pool(x[n]) @ op(b) +
+    beta * bias). x (N, C, spatial...) C-contiguous; b (C, K), or (K, C) with trans_b; bias flat, of
+    1 or K values, or empty for none; pooled (N, C), the pool's result. options: pool_max, trans_b,
+    activation (compiled.ACTIVATIONS); scalars: alpha, beta and the activation's low and high (two
+    arrays rather than seven arguments: numba's call took 0.8 us with them, 0.5 without). An
+    average sums in float64; a NaN in a max propagates as numpy's maximum does."""
+    rows, channels = x.shape[0], x.shape[1]
+    size = x.size // (rows * channels) if rows * channels else 0
+    planes = x.reshape((rows, channels, size))
+    pool_max, trans_b, activation = options[0], options[1], options[2]
+    alpha, beta, low, high = scalars[0], scalars[1], scalars[2], scalars[3]
+    classes = out.shape[1]
+    bias_step = 1 if bias.size > 1 else 0
+    for n in range(rows):
+        for c in range(channels):
+            if pool_max:
+                best = planes[n, c, 0]
+                for s in range(1, size):
+                    value = planes[n, c, s]
+                    if value > best or value != value:
+                        best = value
+                pooled[n, c] = best
+            else:
+                total = 0.0
+                for s in range(size):
+                    total += planes[n, c, s]
+                pooled[n, c] = total / size
+        if trans_b:
+            for k in range(classes):
+                dot = np.float32(0)
+                for c in range(channels):
+                    dot += pooled[n, c] * b[k, c]
+                out[n, k] = dot
+        else:  # along b's rows, each read in order, into out's row
+            for k in range(classes):
+                out[n, k] = 0
+            for c in range(channels):
+                weight = pooled[n, c]
+                for k in range(classes):
+                    out[n, k] += weight * b[c, k]
+        for k in range(classes):
+            value = alpha * out[n, k]
+            if bias.size:
+                value += beta * bias[k * bias_step]
+            if activation == 1:
+                value = 0 if value < 0 else value
+            elif activation == 2:
+                value = low if value < low else value
+                value = high if value > high else value
+            out[n, k] = value
+
+
 _F32, _I64 = types.float32, types.int64
 
 

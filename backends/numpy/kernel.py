@@ -109,6 +109,10 @@ class NumpyExecution(Execution):
         after its name; else "numpy"."""
         if self.fn.describe is not None:
             return self.fn.describe(self)
+        return self.stage_variants()
+
+    def stage_variants(self) -> str:
+        """Each sub-step's variant after its name ("pool: numpy; matmul: numpy"), else "numpy"."""
         parts = [f"{stage.step.node.name.rsplit('/', 1)[-1]}: {stage.variant()}"
                  for plan in self.state.values() for stage in getattr(plan, "stages", ())]
         return "; ".join(parts) or "numpy"

@@ -7,14 +7,20 @@ on numpy (exactly what the unfused graph gives) and on every GPU adapter: channe
 of 4, outputs not a multiple of 4, batch 2, 1x1 to 7x7 planes, transB 0 and 1, alpha / beta, bias
 absent, [K], [1, K] or scalar, Flatten / Reshape / MatMul forms, average and max pooling, a fused
 Relu; the GPU kernel on buffer and texture storage in fp32, fp16 and fp16-arith; the two-dispatch
-path for big heads; resizes switching paths compile nothing; heads that stay unfused; shape errors.
+path for big heads; resizes switching paths compile nothing; heads that stay unfused; shape errors;
+numpy's compiled loop for small float32 heads against its two kernels.
 """
+import subprocess
+import sys
+
 import numpy as np
 import onnxruntime as ort
 import pytest
 from helpers import gpu_adapters, session_for
 from helpers import test_backends as backends_under_test
 from onnx import TensorProto, helper, numpy_helper
+from wgnn.backends.numpy import compiled
+from wgnn.backends.numpy import pool_matmul as numpy_pool_matmul
 from wgnn.backends.wgpu import pool_matmul as gpu_pool_matmul
 from wgnn.backends.wgpu.loader import pipeline_cache
 from wgnn.engine.errors import ShapeError
@@ -142,11 +148,112 @@ def test_matches_onnxruntime(options):
 
 @pytest.mark.parametrize("options", [{}, {"c": 13, "k": 3, "kind": "max", "trans_b": 0, "bias": "1k", "act": "Relu",
                                           "alpha": 0.5, "beta": 2.0}])
-def test_numpy_gives_the_unfused_graphs_numbers(options):
+def test_numpy_gives_the_unfused_graphs_numbers(options, monkeypatch):
+    """The two kernels (the path without the compiled loop) give the unfused graph's floats."""
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
     model, feeds = head(**options)
     plain = wgnn.InferenceSession(converted(model, fused=False), providers=["numpy"]).run(None, feeds)[0]
     fused = wgnn.InferenceSession(converted(model), providers=["numpy"]).run(None, feeds)[0]
     np.testing.assert_array_equal(fused, plain)
+
+
+# ---------------------------------------------------------------------------- numpy's compiled loop
+needs_numba = pytest.mark.skipif(compiled._numba() is None, reason="numba is not installed (pip install wgnn[cpu])")
+COMPILED_VARIANT = "compiled loop (pool_matmul_rows)"
+
+
+def two_kernels_and_loop(model, feeds, monkeypatch):
+    """The numpy backend's results without and with the compiled loop (started first, as another
+    step of a model would), and the loop's execution."""
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
+    plain = wgnn.InferenceSession(model, providers=["numpy"])
+    want = plain.run(None, feeds)[0]
+    assert head_execution(plain).variant() == "pool: numpy; matmul: numpy"
+    monkeypatch.delenv(compiled.COMPILED_ENV)
+    compiled.loops()
+    session = wgnn.InferenceSession(model, providers=["numpy"])
+    return want, session.run(None, feeds)[0], head_execution(session)
+
+
+@needs_numba
+@pytest.mark.parametrize("options", [*CASES.values(), {"kind": "max", "nan": True, "trans_b": 0, "bias": "none"}],
+                         ids=[*CASES.keys(), "max-with-nan"])
+def test_compiled_loop_matches_the_two_kernels(options, monkeypatch):
+    """A small float32 head takes one compiled loop once numba runs: onnxruntime's numbers and the
+    two kernels' within float32 rounding, every case above; NaN in a max pool propagates as in the
+    two kernels."""
+    options = dict(options)
+    nan = options.pop("nan", False)
+    model, feeds = head(**options)
+    if nan:  # first and later in a plane, as np.maximum propagates it
+        feeds["x"][0, 1, 0, 0] = feeds["x"][1, 4, 2, 3] = np.nan
+    want, got, ex = two_kernels_and_loop(converted(model), feeds, monkeypatch)
+    assert ex.variant() == COMPILED_VARIANT
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    if nan:  # (onnxruntime's max pool skips NaN; ONNX leaves it open)
+        assert np.isnan(got).sum() == np.isnan(want).sum() == got.shape[1] * 2
+    else:
+        np.testing.assert_allclose(got, reference(model, feeds), rtol=1e-5, atol=1e-5)
+
+
+@needs_numba
+@pytest.mark.parametrize("bias_shape", [None, (), (1,), (5,), (1, 5)])
+@pytest.mark.parametrize("activation", ["", "relu", "clip"])
+def test_compiled_loop_bias_forms_and_activations(bias_shape, activation, monkeypatch):
+    """The op as the converter may give it, and as other tools may: a bias that is a graph input
+    (read on every run) in each shape the op takes, Relu and Clip fused, a 3-D input."""
+    inputs, graph_inputs, init = ["x", "B", ""], [TensorInfo("x", "float32", (3, 7, 5))], {"B": r(7, 5)}
+    feeds = {"x": r(3, 7, 5)}
+    if bias_shape is not None:
+        inputs[2] = "bias"
+        graph_inputs.append(TensorInfo("bias", "float32", bias_shape))
+        feeds["bias"] = r(*bias_shape)
+    attrs = {"kind": "avg", "trans_b": 0, "alpha": 0.75, "beta": -1.5, "activation": activation,
+             "activation_alpha": -0.2, "activation_beta": 0.3}
+    node = Node("GlobalPoolMatMul", inputs, ["y"], attrs, name="head")
+    model = Model(Graph([node], graph_inputs, [TensorInfo("y", "float32")], init))
+    want, got, ex = two_kernels_and_loop(model, feeds, monkeypatch)
+    assert ex.variant() == COMPILED_VARIANT
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    if activation == "clip":
+        assert got.min() >= -0.2 and got.max() <= 0.3 and ((got == -0.2) | (got == 0.3)).any()
+
+
+@needs_numba
+def test_big_heads_and_other_types_keep_the_two_kernels(monkeypatch):
+    """Past COMPILED_MULTIPLY_ADDS numpy's BLAS multiplies (the loop's products are scalar); float64
+    heads keep the kernels too."""
+    compiled.loops()
+    channels = numpy_pool_matmul.COMPILED_MULTIPLY_ADDS // 100 + 1
+    model, feeds = head(c=channels, k=50, size=(2, 2), batch=2)
+    session = wgnn.InferenceSession(converted(model), providers=["numpy"])
+    np.testing.assert_allclose(session.run(None, feeds)[0], reference(model, feeds), rtol=1e-5, atol=1e-4)
+    assert head_execution(session).variant() == "pool: numpy; matmul: numpy"
+    node = Node("GlobalPoolMatMul", ["x", "B"], ["y"], {"kind": "avg", "trans_b": 1}, name="head")
+    doubles = Model(Graph([node], [TensorInfo("x", "float64", (1, 4, 3, 3))], [TensorInfo("y", "float64")],
+                          {"B": rng.standard_normal((2, 4))}))
+    session = wgnn.InferenceSession(doubles, providers=["numpy"])
+    x = rng.standard_normal((1, 4, 3, 3))
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], x.mean((2, 3)) @ doubles.graph.initializers["B"].T,
+                               rtol=1e-12)
+    assert head_execution(session).variant() == "pool: numpy; matmul: numpy"
+
+
+@needs_numba
+def test_a_lone_head_does_not_start_numba():
+    """A model of only a head runs the two kernels: starting numba would cost more than it saves."""
+    code = ("import sys, numpy as np, wgnn\n"
+            "from wgnn.engine.graph import Graph, Model, Node, TensorInfo\n"
+            "node = Node('GlobalPoolMatMul', ['x', 'B'], ['y'], {'kind': 'avg', 'trans_b': 1}, name='head')\n"
+            "model = Model(Graph([node], [TensorInfo('x', 'float32', (1, 8, 2, 2))], [TensorInfo('y', 'float32')],\n"
+            "                    {'B': np.ones((3, 8), np.float32)}))\n"
+            "feeds = {'x': np.ones((1, 8, 2, 2), np.float32)}\n"
+            "y = wgnn.InferenceSession(model, providers=['numpy']).run(None, feeds)\n"
+            "assert (y[0] == 8).all(), y\n"
+            "print('wgnn.backends.numpy.compiled_loops' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_empty_batch():
