@@ -2,8 +2,8 @@
 depthwise convolution with its bias, residual and Relu / Clip in one loop, float32 convolutions
 without im2col (their sums held in registers: compiled_loops.vectorized_loop), the Relu / Clip
 epilogue of the other convs and matmuls, float32 LayerNorm and GELU, attention over a few tokens
-and small float32 classifier heads (GlobalPoolMatMul) once another step has started numba (numba,
-an optional dependency: `pip install wgnn[cpu]`; backends/numpy/compiled_loops.py).
+and, once another step has started numba, small float32 classifier heads (GlobalPoolMatMul) and
+resizes (numba, an optional dependency: `pip install wgnn[cpu]`; backends/numpy/compiled_loops.py).
 Without numba, or with WGNN_NUMPY_COMPILED=0, the backend runs its numpy plans, which the loops
 are tested against.
 

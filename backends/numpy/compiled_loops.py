@@ -1483,6 +1483,46 @@ def pool_matmul_rows(x, b, bias, pooled, out, options, scalars):
             out[n, k] = value
 
 
+@numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def resize_rows(source, index, weight, target):
+    """target[i] = sum over taps t of weight[i, t] * source[index[i, t]] (whole rows)."""
+    for i in range(target.shape[0]):
+        first, scale = index[i, 0], weight[i, 0]
+        for j in range(target.shape[1]):
+            target[i, j] = scale * source[first, j]
+        for t in range(1, index.shape[1]):
+            row, scale = index[i, t], weight[i, t]
+            for j in range(target.shape[1]):
+                target[i, j] += scale * source[row, j]
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def resize_columns(source, index, weight, target):
+    """target[:, i] = sum over taps t of weight[i, t] * source[:, index[i, t]]."""
+    for y in range(target.shape[0]):
+        for i in range(target.shape[1]):
+            total = weight[i, 0] * source[y, index[i, 0]]
+            for t in range(1, index.shape[1]):
+                total += weight[i, t] * source[y, index[i, t]]
+            target[y, i] = total
+
+
+@numba.njit(cache=True, nogil=True, boundscheck=False)
+def resize_planes(x, w_index, w_weight, h_index, h_weight, width_first, between, out):
+    """A separable resize of planes, x (P, H, W) -> out (P, OH, OW), one plane at a time: along W
+    into `between` (H, OW), then along H, or with width_first False along H into `between`
+    (OH, W), then along W. Output i of an axis is the sum over its taps t of weight[i, t] *
+    input[index[i, t]], products and sums float32 in tap order and never fused (no "contract"),
+    as numpy's passes compute them (backends/numpy/resize.py): the same floats."""
+    for p in range(x.shape[0]):
+        if width_first:
+            resize_columns(x[p], w_index, w_weight, between)
+            resize_rows(between, h_index, h_weight, out[p])
+        else:
+            resize_rows(x[p], h_index, h_weight, between)
+            resize_columns(between, w_index, w_weight, out[p])
+
+
 _F32, _I64 = types.float32, types.int64
 
 

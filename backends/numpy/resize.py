@@ -11,6 +11,10 @@ into the output.
 - Anything else is a gather pass: all taps gathered with one np.take, weighted with one multiply
   and added tap after tap; nearest is the np.take alone.
 Both weighted passes sum the same products in the same order, so they give the same values.
+
+A small float32 resize along the last two axes (linear or cubic) runs instead as one compiled loop
+where numba is running (compiled_loops.resize_planes): the same products and sums, the same values,
+without a numpy call per pass and tap (COMPILED_RESIZE_SIZE says how small).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...engine.ops.resize import AxisResize, normalize_values, plan_resize
+from . import compiled
 from .kernel import numpy_kernel
 
 
@@ -301,6 +306,8 @@ class _PhasePass:
 
 
 class _ResizePlan:
+    compiled = None  # compiled_loops.resize_planes's tables and row buffer, where it runs the plan
+
     def __init__(self, ex, x_shape: tuple[int, ...], dtype: np.dtype, roi, scales, sizes):
         arrays = normalize_values(roi, scales, sizes)
 
@@ -349,6 +356,32 @@ class _ResizePlan:
                 before[1], after.filled = after.interior, True  # straight into the next padded buffer
         # The last pass writes into the output unless its values need converting first.
         self.final = np.empty(shape, current) if current != dtype else None
+        self.compiled = _compiled_planes(tables, x_shape, dtype, self.shape) if self.final is None else None
+
+
+# Resizes of up to this many output elements take the compiled loop, once another step has started
+# numba (about 0.3 s in a process's first run, more than a small resize saves). Linear 2x of 8
+# planes alone (/tmp/w/rs2.py, whole one-node runs): 16x16 x0.56-0.65 of the numpy passes' time,
+# 24x24 x0.79, 32x32 (32 768 outputs) x0.74-0.91, 44x44 x0.94-0.99, 56x56 x1.07-1.35: the loop's
+# gathers along W are scalar, where the passes' few large numpy calls run vectorized.
+COMPILED_RESIZE_SIZE = 32768
+
+
+def _compiled_planes(tables: list[AxisTable], x_shape, dtype: np.dtype, out_shape) -> tuple | None:
+    """compiled_loops.resize_planes's arguments after x and before out, where it gives this plan's
+    floats and runs faster: float32, linear or cubic along the last two axes in the plan's order,
+    the axes before them untouched, nothing outside the input (tf_crop_and_resize), a small output;
+    else None."""
+    rank = len(x_shape)
+    if (dtype != np.float32 or rank < 3 or sorted(t.axis for t in tables) != [rank - 2, rank - 1]
+            or any(t.weight is None or t.outside is not None for t in tables)
+            or math.prod(out_shape) > COMPILED_RESIZE_SIZE or not (compiled.started() and compiled.enabled())):
+        return None
+    width_first = tables[0].axis == rank - 1
+    height, width = sorted(tables, key=lambda t: t.axis)
+    between = (x_shape[-2], out_shape[-1]) if width_first else (out_shape[-2], x_shape[-1])
+    return (width.index, width.weight.astype(np.float32), height.index, height.weight.astype(np.float32),
+            width_first, np.empty(between, np.float32))
 
 
 def _prepare(ex) -> None:
@@ -363,7 +396,12 @@ def _prepare(ex) -> None:
                                    *values[1:4])
 
 
-@numpy_kernel("Resize", writes_outputs=True, prepare=_prepare)
+def _describe(ex) -> str:
+    plan = ex.state.get("plan")
+    return "compiled loop (resize_planes)" if plan is not None and plan.compiled is not None else "numpy"
+
+
+@numpy_kernel("Resize", writes_outputs=True, prepare=_prepare, describe=_describe)
 def resize(ex, inputs, outputs):
     x, roi, scales, sizes = (list(inputs) + [None] * 4)[:4]
     out = outputs[0]
@@ -371,6 +409,11 @@ def resize(ex, inputs, outputs):
     if plan is None:  # built once: the sampling grid depends on shapes and roi / scales / sizes only
         plan = ex.state["plan"] = _ResizePlan(ex, x.shape, x.dtype, roi, scales, sizes)
     if plan.empty:
+        return
+    if plan.compiled is not None:
+        planes = math.prod(x.shape[:-2])
+        compiled.loops().resize_planes(np.ascontiguousarray(x).reshape(planes, *x.shape[-2:]), *plan.compiled,
+                                       out.reshape(planes, *out.shape[-2:]))
         return
     if plan.repeat is not None:
         split, spread, factor = plan.repeat

@@ -3,6 +3,8 @@ import pytest
 from helpers import Const, assert_close, check_op, make_model, run_wgnn
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from wgnn.backends.numpy import compiled
+from wgnn.backends.numpy import resize as numpy_resize
 
 import wgnn
 
@@ -204,3 +206,76 @@ def test_resize_sizes_computed_at_resize():
     for shape in [(1, 3, 4, 5), (2, 3, 3, 2)]:
         x = rng.standard_normal(shape).astype(np.float32)
         assert_close(session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0], what=f"Resize {shape}", **TOL)
+
+
+# ---------------------------------------------------------------------------- numpy's compiled loop
+needs_numba = pytest.mark.skipif(compiled._numba() is None, reason="numba is not installed (pip install wgnn[cpu])")
+# (input shape, "scales" / "sizes", values, attributes): W then H or H then W first (the plan's
+# order), 2 to 4 taps, down and up, rank 5, single rows and columns, channels not a multiple of 4
+COMPILED_CASES = {
+    "linear-2x-half-pixel": ((1, 8, 16, 16), "scales", [1, 1, 2, 2], {"mode": "linear"}),
+    "cubic-up-height-first": ((2, 3, 4, 5), "scales", [1, 1, 1.7, 2.5], {"mode": "cubic"}),
+    "linear-antialias-down": ((2, 3, 9, 11), "sizes", [2, 3, 4, 5], {"mode": "linear", "antialias": 1}),
+    "align-corners-mixed": ((1, 5, 5, 6), "sizes", [1, 5, 11, 3],
+                            {"mode": "linear", "coordinate_transformation_mode": "align_corners"}),
+    "cubic-exclude-outside-5d": ((2, 2, 3, 4, 5), "scales", [1, 1, 1, 0.6, 1.7],
+                                 {"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}),
+    "one-row-to-three": ((1, 3, 1, 7), "sizes", [1, 3, 3, 1], {"mode": "linear"}),
+}
+
+
+def resize_execution(session):
+    (ex,) = [ex for segment in session.session.segments for step, ex in segment.steps if step.op.op_type == "Resize"]
+    return ex
+
+
+def numpy_sessions(model, monkeypatch):
+    """The numpy backend's session of model without compiled loops, then one with (numba started
+    first, as another step of a model would)."""
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
+    plain = wgnn.InferenceSession(model, providers=["numpy"])
+    monkeypatch.delenv(compiled.COMPILED_ENV)
+    compiled.loops()
+    return plain, wgnn.InferenceSession(model, providers=["numpy"])
+
+
+@needs_numba
+@pytest.mark.parametrize("case", COMPILED_CASES.values(), ids=COMPILED_CASES.keys())
+def test_compiled_loop_gives_the_numpy_passes_values(case, monkeypatch):
+    """A small float32 resize of the last two axes runs as one compiled loop once numba runs: the
+    numpy passes' floats bit for bit (the same products summed in the same order), and so within
+    the reference's tolerance."""
+    shape, kind, values, attrs = case
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, 0] = np.inf  # an infinite input spreads as the passes spread it (NaN where weighted by 0)
+    model = wgnn.convert(make_model("Resize", resize_inputs(x, kind, values), attrs, opset=19))
+    plain, fast = numpy_sessions(model, monkeypatch)
+    assert resize_execution(plain).variant() == "numpy"
+    assert resize_execution(fast).variant() == "compiled loop (resize_planes)"
+    want, got = plain.run(None, {"in0": x})[0], fast.run(None, {"in0": x})[0]
+    np.testing.assert_array_equal(got, want)
+    x[0, 0, 0, 0] = 1.0
+    reference = ReferenceEvaluator(make_model("Resize", resize_inputs(x, kind, values), attrs, opset=19))
+    assert_close(fast.run(None, {"in0": x})[0], reference.run(None, {"in0": x})[0], what="compiled Resize",
+                 **CUBIC_TOL)
+
+
+@needs_numba
+@pytest.mark.parametrize("case", ["large", "nearest", "crop", "channels", "float64"])
+def test_other_resizes_keep_the_numpy_passes(case, monkeypatch):
+    """Outputs past COMPILED_RESIZE_SIZE (the passes' large numpy calls win there), nearest
+    copies, tf_crop_and_resize's extrapolation, a resampled channel axis and float64 stay numpy."""
+    side = int(np.sqrt(numpy_resize.COMPILED_RESIZE_SIZE / 2)) + 1
+    x = rng.standard_normal({"large": (1, 2, side, side)}.get(case, (1, 3, 4, 5)))
+    x = x.astype(np.float64 if case == "float64" else np.float32)
+    scales, attrs, roi = [1, 1, 2, 2], {"mode": "linear"}, None
+    if case == "nearest":
+        attrs = {"mode": "nearest"}
+    elif case == "crop":
+        attrs, roi = {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, ROI
+    elif case == "channels":
+        scales = [1, 2, 2, 2]
+    onnx_model = make_model("Resize", resize_inputs(x, "scales", scales, roi), attrs, opset=19)
+    plain, session = numpy_sessions(wgnn.convert(onnx_model), monkeypatch)
+    assert resize_execution(session).variant() == "numpy"
+    np.testing.assert_array_equal(session.run(None, {"in0": x})[0], plain.run(None, {"in0": x})[0])
