@@ -101,7 +101,7 @@ _PHI_LIMIT = 8
 
 
 @functools.lru_cache(maxsize=1)
-def _phi_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def phi_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(grid points, Phi there, chord slopes to the next point), float32; Phi(-8) taken as 0.
     Built at the first float32 GELU (32769 erfc calls, about 10 ms)."""
     grid = np.arange(int(2 * _PHI_LIMIT / _PHI_STEP) + 1) * _PHI_STEP - _PHI_LIMIT
@@ -118,7 +118,7 @@ def _gelu_float32(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     size = min(flat.size, ERF_CHUNK)
     t, row, d, y = (np.empty(size, np.float32), np.empty(size, np.intp), np.empty(size, np.float32),
                     np.empty(size, np.float32))
-    grid, value, slope = _phi_tables()
+    grid, value, slope = phi_tables()
     scale, shift = np.float32(1 / _PHI_STEP), np.float32(_PHI_LIMIT / _PHI_STEP)
     last, step = grid.size - 1, np.float32(_PHI_STEP)
     for start in range(0, flat.size, ERF_CHUNK):
@@ -147,7 +147,7 @@ def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if v.dtype == np.float32 and v.ndim and (out is None or (out.dtype == np.float32 and out.flags.c_contiguous)):
         if compiled.enabled() and v.flags.c_contiguous:  # one compiled pass, the same floats: x0.1-0.5 of the time
             target = np.empty_like(v) if out is None else out
-            compiled.loops().gelu_table(v.reshape(-1), target.reshape(-1), *_phi_tables())
+            compiled.loops().gelu_table(v.reshape(-1), target.reshape(-1), *phi_tables())
             return target
         with np.errstate(invalid="ignore"):  # NaN to an index; -inf * 0
             return _gelu_float32(v, np.empty_like(v) if out is None else out)

@@ -27,9 +27,16 @@ def _prepare(ex) -> None:
     ex.state["direct"] = (not attrs.get("perm_y") and attrs.get("split_y", 1) == 1 and len(a.shape) >= 2
                           and len(b.shape) >= 2 and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype))
     ex.state["column_bands"] = _column_bands(ex) if ex.state["direct"] else []
+    # The whole product of a split_y step (Q, K and V's), then copied part by part: into memory of
+    # the step rather than a new array on every run.
+    split = attrs.get("split_y", 1)
+    ex.state["product"] = (np.empty((*out.shape[:-1], out.shape[-1] * split), out.dtype)
+                           if split > 1 and not attrs.get("perm_y") and len(a.shape) >= 2 and len(b.shape) >= 2
+                           and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype) else None)
     kind = attrs["activation"]
-    # Relu / Clip as one in-place clip (conv.epilogue); other activations through unary_into.
-    in_place = kind in ("relu", "clip") and np.dtype(out.dtype).kind == "f"
+    # Relu / Clip as one in-place clip, GELU in place by its compiled table (conv.epilogue); other
+    # activations through unary_into.
+    in_place = kind in ("relu", "clip", "gelu") and np.dtype(out.dtype).kind == "f"
     ex.state["epilogue"] = epilogue(kind, attrs["activation_alpha"], attrs["activation_beta"],
                                     np.dtype(out.dtype), math.prod(out.shape)) if in_place else None
 
@@ -76,6 +83,8 @@ def matmul(ex, inputs, outputs):
     if ex.state["direct"]:
         matmul_in_bands(a, b, out, ex.state["column_bands"])
         y = out
+    elif ex.state["product"] is not None:
+        y = np.matmul(a, b, out=ex.state["product"])
     else:
         y = np.asarray(np.matmul(a, b))  # 1-D @ 1-D gives a numpy scalar
         if not y.flags.writeable or y.base is not None:

@@ -813,6 +813,38 @@ def test_compiled_gelu_gives_the_numpy_tables_floats(monkeypatch):
     assert np.isnan(want[-9]) and want[-8] == np.inf and np.isnan(want[-7])  # NaN, inf, -inf
 
 
+@numba_missing
+@pytest.mark.parametrize("split", [1, 3])
+def test_matmul_gelu_epilogue_gives_the_unary_floats(split, monkeypatch):
+    """A MatMul + GELU step applies the compiled table in place (conv.epilogue); split_y parts,
+    strided slices of the product, take the Unary path: the floats of the numpy plans either way,
+    and a product buffer reused from run to run."""
+    x = (rng.standard_normal((2, 5, 16)) * 3).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(rng.standard_normal((16, 24)).astype(np.float32), "w")])
+    model = wgnn.convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    (node,) = model.graph.nodes
+    node.attrs.update(split_y=split, activation="gelu")
+    node.outputs = [f"y{i}" for i in range(split)]
+    model.graph.outputs = [type(model.graph.outputs[0])(name=o, dtype="float32", shape=None) for o in node.outputs]
+    monkeypatch.setenv(compiled.COMPILED_ENV, "0")
+    want = wgnn.InferenceSession(model, providers=["numpy"]).run(None, {"x": x})
+    monkeypatch.setenv(compiled.COMPILED_ENV, "1")
+    session = wgnn.InferenceSession(model, providers=["numpy"])
+    (ex,) = [ex for seg in session.session.segments for _, ex in seg.steps]
+    assert ex.state["epilogue"].__name__ == "compiled_gelu"
+    assert (ex.state["product"] is None) == (split == 1)
+    for _ in range(2):
+        got = session.run(None, {"x": x})
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    product = np.matmul(x, model.graph.initializers["w"])
+    np.testing.assert_allclose(np.concatenate(got, axis=-1), product * 0.5 * (1 + np.vectorize(math.erf)(
+        product / math.sqrt(2))), rtol=1e-5, atol=1e-5)
+
+
 def layer_norm_model(shape, axis, scale_shape, bias_shape, outputs):
     inits = [numpy_helper.from_array((3 + rng.standard_normal(scale_shape) * 0.1).astype(np.float32), "s")]
     inputs = ["x", "s"]
