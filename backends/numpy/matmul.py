@@ -24,15 +24,16 @@ def _prepare(ex) -> None:
     step, attrs = ex.step, ex.attrs
     a, b = step.input_specs[:2]
     out = step.output_specs[0]
-    ex.state["direct"] = (not attrs.get("perm_y") and attrs.get("split_y", 1) == 1 and len(a.shape) >= 2
-                          and len(b.shape) >= 2 and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype))
+    # np.matmul's out= takes the product where it has an output's layout and type.
+    unpermuted = (not attrs.get("perm_y") and len(a.shape) >= 2 and len(b.shape) >= 2
+                  and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype))
+    split = attrs.get("split_y", 1)
+    ex.state["direct"] = unpermuted and split == 1
     ex.state["column_bands"] = _column_bands(ex) if ex.state["direct"] else []
     # The whole product of a split_y step (Q, K and V's), then copied part by part: into memory of
     # the step rather than a new array on every run.
-    split = attrs.get("split_y", 1)
     ex.state["product"] = (np.empty((*out.shape[:-1], out.shape[-1] * split), out.dtype)
-                           if split > 1 and not attrs.get("perm_y") and len(a.shape) >= 2 and len(b.shape) >= 2
-                           and np.result_type(a.dtype, b.dtype) == np.dtype(out.dtype) else None)
+                           if unpermuted and split > 1 else None)
     kind = attrs["activation"]
     # Relu / Clip as one in-place clip, GELU in place by its compiled table (conv.epilogue); other
     # activations through unary_into.

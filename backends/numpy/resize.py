@@ -306,7 +306,7 @@ class _PhasePass:
 
 
 class _ResizePlan:
-    compiled = None  # compiled_loops.resize_planes's tables and row buffer, where it runs the plan
+    compiled = None  # compiled_loops.resize_planes and its arguments but x and out, where it runs the plan
 
     def __init__(self, ex, x_shape: tuple[int, ...], dtype: np.dtype, roi, scales, sizes):
         arrays = normalize_values(roi, scales, sizes)
@@ -356,7 +356,7 @@ class _ResizePlan:
                 before[1], after.filled = after.interior, True  # straight into the next padded buffer
         # The last pass writes into the output unless its values need converting first.
         self.final = np.empty(shape, current) if current != dtype else None
-        self.compiled = _compiled_planes(tables, x_shape, dtype, self.shape) if self.final is None else None
+        self.compiled = _compiled_planes(tables, x_shape, dtype, out_shape)
 
 
 # Resizes of up to this many output elements take the compiled loop, once another step has started
@@ -368,10 +368,10 @@ COMPILED_RESIZE_SIZE = 32768
 
 
 def _compiled_planes(tables: list[AxisTable], x_shape, dtype: np.dtype, out_shape) -> tuple | None:
-    """compiled_loops.resize_planes's arguments after x and before out, where it gives this plan's
-    floats and runs faster: float32, linear or cubic along the last two axes in the plan's order,
-    the axes before them untouched, nothing outside the input (tf_crop_and_resize), a small output;
-    else None."""
+    """(compiled_loops.resize_planes, its arguments after x and before out) where it gives the
+    passes' floats (float32 throughout: every pass, and no final conversion) and runs faster:
+    linear or cubic along the last two axes in the plan's order, the axes before them untouched,
+    nothing outside the input (tf_crop_and_resize), a small output; else None."""
     rank = len(x_shape)
     if (dtype != np.float32 or rank < 3 or sorted(t.axis for t in tables) != [rank - 2, rank - 1]
             or any(t.weight is None or t.outside is not None for t in tables)
@@ -380,8 +380,8 @@ def _compiled_planes(tables: list[AxisTable], x_shape, dtype: np.dtype, out_shap
     width_first = tables[0].axis == rank - 1
     height, width = sorted(tables, key=lambda t: t.axis)
     between = (x_shape[-2], out_shape[-1]) if width_first else (out_shape[-2], x_shape[-1])
-    return (width.index, width.weight.astype(np.float32), height.index, height.weight.astype(np.float32),
-            width_first, np.empty(between, np.float32))
+    return (compiled.loops().resize_planes, width.index, width.weight.astype(np.float32), height.index,
+            height.weight.astype(np.float32), width_first, np.empty(between, np.float32))
 
 
 def _prepare(ex) -> None:
@@ -411,9 +411,9 @@ def resize(ex, inputs, outputs):
     if plan.empty:
         return
     if plan.compiled is not None:
+        loop, *arguments = plan.compiled
         planes = math.prod(x.shape[:-2])
-        compiled.loops().resize_planes(np.ascontiguousarray(x).reshape(planes, *x.shape[-2:]), *plan.compiled,
-                                       out.reshape(planes, *out.shape[-2:]))
+        loop(np.ascontiguousarray(x).reshape(planes, *x.shape[-2:]), *arguments, out.reshape(planes, *out.shape[-2:]))
         return
     if plan.repeat is not None:
         split, spread, factor = plan.repeat
